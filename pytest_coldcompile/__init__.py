@@ -1,0 +1,1 @@
+"""pytest-coldcompile: run kernel regressions in processes that compiled nothing before."""

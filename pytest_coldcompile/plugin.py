@@ -1,0 +1,1 @@
+"""pytest hook implementations of pytest-coldcompile."""
