@@ -1,5 +1,13 @@
-"""gridpair: the fused Triton grid-pair operator and its validated launch selector."""
+"""gridpair: the fused Triton grid-pair operator and its validated launch selector.
 
-from gridpair.launch import SELECTOR
+``grid_pair`` is the operator, ``reference_grid_pair`` its einsum composition, ``SELECTOR`` the
+launch selector of its three kernels (the pytest-coldcompile selector protocol), and
+``gridpair.devices.PROFILES`` the device profiles validation can target without a GPU.
+"""
 
-__all__ = ["SELECTOR"]
+from gridpair import devices
+from gridpair.api import grid_pair
+from gridpair.launch import SELECTOR, LaunchEvent
+from gridpair.reference import reference_grid_pair
+
+__all__ = ["SELECTOR", "LaunchEvent", "devices", "grid_pair", "reference_grid_pair"]

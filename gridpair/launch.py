@@ -1,18 +1,273 @@
-"""Placeholder selector until the validated selector lands (issue 3)."""
+"""Launch selection: tile candidates, the cached validated selector, and its events.
+
+Selection is separate from launching and happens before anything is recorded: the custom ops
+ask ``SELECTOR.choose`` for a tile with the operands they were given (real, fake or functional
+tensors alike - only dtypes, static geometry and alignment are read), and either launch that tile
+or compute the reference composition. A choice is made by compiling candidates in order and
+keeping the first that the device can load; choices and exhausted searches are cached.
+"""
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import product
+
+import torch
+from torch import Tensor
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+from triton.runtime.errors import OutOfResources
+
+from gridpair import devices, tuned
+from gridpair.devices import DeviceLimits
+from gridpair.kernels import OPERANDS, RESULTS
+from gridpair.launchers import Geometry, Tile, slot_cover
+from gridpair.validate import Compiled, Signature, compile_candidate
+
+FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+FITS = "fits"
+OUT_OF_RESOURCES = "out_of_resources"
+CACHED = "cached"
+UNSUPPORTED = "unsupported_dtype"
+
+# Tile axes, most aggressive first. Chosen from the offline sweep of shared memory, registers
+# and spills on sm_90 and sm_120 (docs/evidence/); the H200 timings live in gridpair.tuned.
+_BLOCK_CHANNELS = (64, 32, 16)
+_BLOCK_GRID = (64, 32, 16)
+_STAGES = (3, 2, 1)
+_WARPS = (8, 4)
+# fp32 accumulator registers per thread a tile may claim; beyond it they spill to local memory.
+_ACCUMULATOR_REGISTERS = 64
 
 
-class _Selector:
+@dataclass(frozen=True)
+class LaunchEvent:
+    """One step of a selection, as the selector protocol of pytest-coldcompile reports it."""
+
+    kind: str  # "probe" | "admit" | "fallback"
+    op: str
+    config: Mapping[str, int]
+    resources: Mapping[str, object]
+    outcome: str
+    device: str
+
+
+@dataclass(frozen=True)
+class LaunchKey:
+    """Everything a choice depends on; pair counts and strides are deliberately absent."""
+
+    op: str
+    device: str
+    limit: int
+    geometry: Geometry
+    signature: Signature
+
+    @property
+    def accumulators(self) -> int:
+        return len(RESULTS[self.op])
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A candidate's verdict: its shared memory (None if it never compiled) and the outcome."""
+
+    tile: Tile
+    shared: int | None
+    outcome: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one search: every probe in order and the admitted one, if any."""
+
+    key: LaunchKey
+    probes: tuple[Probe, ...]
+    admitted: Probe | None = None
+
+
+def accumulator_registers(op: str, geometry: Geometry, tile: Tile) -> int:
+    """fp32 registers per thread the tile's resident accumulators take."""
+    main, tail = slot_cover(geometry.slots)
+    values = len(RESULTS[op]) * (main + tail) * tile.block_channels
+    return values // (tile.num_warps * 32)
+
+
+def _power_of_two_at_least(n: int) -> int:
+    return max(16, 1 << max(n - 1, 0).bit_length())
+
+
+def generated_candidates(op: str, geometry: Geometry) -> list[Tile]:
+    """The ladder from the most to the least aggressive tile whose accumulators stay in
+    registers; blocks larger than the channel or grid extent are left out."""
+    widest_channels = _power_of_two_at_least(geometry.channels)
+    widest_grid = _power_of_two_at_least(geometry.grid)
+    ladder = []
+    for channels, grid, stages, warps in product(_BLOCK_CHANNELS, _BLOCK_GRID, _STAGES, _WARPS):
+        if channels > widest_channels or grid > widest_grid:
+            continue
+        tile = Tile(channels, grid, stages, warps)
+        if accumulator_registers(op, geometry, tile) <= _ACCUMULATOR_REGISTERS:
+            ladder.append(tile)
+    if not ladder:  # even the smallest tile is over the budget: offer the smallest anyway
+        ladder.append(Tile(_BLOCK_CHANNELS[-1], _BLOCK_GRID[-1], _STAGES[-1], _WARPS[0]))
+    return ladder
+
+
+class LaunchSelector:
+    """Chooses the tile of each grid-pair kernel launch by validated compilation.
+
+    Implements the pytest-coldcompile selector protocol: ``name``, ``reset()``,
+    ``subscribe(listener) -> unsubscribe``; listeners receive ``LaunchEvent``s.
+    """
+
     name = "gridpair"
 
-    def __init__(self):
-        self._listeners = []
+    def __init__(self) -> None:
+        self._decisions: dict[LaunchKey, Decision] = {}
+        self._listeners: list[Callable[[LaunchEvent], None]] = []
+        self._lock = threading.RLock()
 
-    def reset(self):
-        pass
+    # -- selector protocol -------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget every cached choice and every cached exhausted search."""
+        with self._lock:
+            self._decisions.clear()
 
-    def subscribe(self, listener):
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+    def subscribe(self, listener: Callable[[LaunchEvent], None]) -> Callable[[], None]:
+        """Call ``listener(event)`` for every probe, admission and fallback until unsubscribed."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # -- selection ---------------------------------------------------------------------------
+    def choose(self, op: str, operands: Sequence[Tensor], projectors: Sequence[Tensor],
+               n_frames: int) -> Tile | None:
+        """The admitted tile for this launch, or None: compute with the reference composition.
+
+        Reads only dtypes, static shapes, device and alignment, so it runs the same on real,
+        fake and functional tensors, before any kernel call is traced.
+        """
+        limits = devices.limits_for(operands[0].device)
+        if limits is None:
+            return None
+        key = self.key(op, operands, projectors, n_frames, limits)
+        decision = self._decisions.get(key)
+        if decision is not None:
+            self._emit_cached(decision)
+        else:
+            decision = self.decide(key, limits)
+        return decision.admitted.tile if decision.admitted is not None else None
+
+    def key(self, op: str, operands: Sequence[Tensor], projectors: Sequence[Tensor],
+            n_frames: int, limits: DeviceLimits) -> LaunchKey:
+        first = operands[0]
+        signature = Signature(
+            first.dtype,
+            tuple(_aligned(x) for x in (*operands, *projectors)),
+            any(_wide(x) for x in operands),
+        )
+        return LaunchKey(op, limits.identity, limits.shared,
+                         Geometry.of(first, projectors[0], n_frames), signature)
+
+    def decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool = False) -> Decision:
+        """Search the candidates of ``key`` (all of them with ``probe_all``) and cache it."""
+        with self._lock:
+            if key.signature.dtype not in FUSED_DTYPES:
+                decision = Decision(key, ())
+                self._emit("fallback", key, None, {"limit": key.limit}, UNSUPPORTED)
+            else:
+                decision = self._search(key, limits, probe_all)
+            self._decisions[key] = decision
+            return decision
+
+    def candidates(self, key: LaunchKey, device_name: str) -> list[Tile]:
+        """Tuned tiles for this exact device first, then the generated ladder, no repeats."""
+        preferred = tuned.lookup(device_name, key.op, key.signature.dtype, key.geometry)
+        ordered = [*preferred, *generated_candidates(key.op, key.geometry)]
+        return list(dict.fromkeys(ordered))
+
+    def validate(self, key: LaunchKey, tile: Tile, limits: DeviceLimits) -> Compiled:
+        """Compile ``tile``; OutOfResources if the device cannot load it. Overridable."""
+        return compile_candidate(key.op, key.geometry, tile, key.signature, limits)
+
+    def _search(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool) -> Decision:
+        probes: list[Probe] = []
+        admitted = None
+        for tile in self.candidates(key, limits.device_name):
+            try:
+                compiled = self.validate(key, tile, limits)
+            except OutOfResources as error:
+                shared = error.required if error.name == "shared memory" else None
+                probe = Probe(tile, shared, OUT_OF_RESOURCES, str(error))
+            else:
+                probe = Probe(tile, compiled.shared, FITS)
+            probes.append(probe)
+            self._emit("probe", key, tile, _resources(key, probe), probe.outcome)
+            if probe.outcome == FITS and admitted is None:
+                admitted = probe
+                self._emit("admit", key, tile, _resources(key, probe), FITS)
+                if not probe_all:
+                    break
+        if admitted is None:
+            self._emit("fallback", key, None, {"limit": key.limit}, OUT_OF_RESOURCES)
+        return Decision(key, tuple(probes), admitted)
+
+    def _emit_cached(self, decision: Decision) -> None:
+        if not self._listeners:
+            return
+        key, admitted = decision.key, decision.admitted
+        if admitted is None:
+            self._emit("fallback", key, None, {"limit": key.limit}, CACHED)
+        else:
+            self._emit("admit", key, admitted.tile, _resources(key, admitted), CACHED)
+
+    def _emit(self, kind: str, key: LaunchKey, tile: Tile | None,
+              resources: Mapping[str, object], outcome: str) -> None:
+        if not self._listeners:
+            return
+        event = LaunchEvent(kind, key.op, tile.as_dict() if tile else {}, resources, outcome,
+                            key.device)
+        for listener in list(self._listeners):
+            listener(event)
+
+    def cached(self) -> Iterator[Decision]:
+        """The decisions held now (for inspection and ``explain``)."""
+        return iter(list(self._decisions.values()))
 
 
-SELECTOR = _Selector()
+def _resources(key: LaunchKey, probe: Probe) -> dict[str, object]:
+    return {"shared": probe.shared, "limit": key.limit}
+
+
+def _is_plain(tensor: Tensor) -> bool:
+    """A tensor with real storage: fake and functional tensors have no data pointer."""
+    return type(tensor) in (torch.Tensor, torch.nn.Parameter) and tensor.device.type != "meta"
+
+
+def _aligned(tensor: Tensor) -> bool:
+    """Whether the tensor's first element sits on a 16-byte boundary, as Triton specializes it.
+
+    Traced tensors have no address; Inductor allocates 16-byte aligned buffers and checks graph
+    inputs, so their alignment is that of the storage offset.
+    """
+    if _is_plain(tensor):
+        return tensor.data_ptr() % 16 == 0
+    offset = tensor.storage_offset() * tensor.element_size()
+    return bool(statically_known_true(offset % 16 == 0))
+
+
+def _wide(tensor: Tensor) -> bool:
+    """Whether a stride or the pair count of this operand exceeds 32-bit launch scalars."""
+    bound = 2**31 - 1
+    extents = (*tensor.stride(), tensor.shape[0] * tensor.shape[2])
+    return any(isinstance(v, int) and v > bound for v in extents)
+
+
+SELECTOR = LaunchSelector()

@@ -1,0 +1,30 @@
+"""The public operator ``grid_pair``: checks its input, then runs the custom-op chain."""
+
+import torch
+from torch import Tensor
+
+from gridpair import ops  # noqa: F401  (registers torch.ops.gridpair.*)
+from gridpair.validation import check_constant_projectors, check_operands
+
+
+def grid_pair(
+    left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tensor, n_frames: int
+) -> Tensor:
+    """out = from_grid^T [(to_grid @ l) * (to_grid @ r)], differentiable to second order.
+
+    Args:
+        left, right: (N, D, F, K*C) coefficients (N nodes, D degrees, F focus, K = n_frames
+            frames of C channels packed along the last axis), any strides.
+        to_grid, from_grid: (G, D*K) constant projectors, slot axis ordered (d, k); no
+            gradient flows to them.
+        n_frames: K, at least 1.
+
+    Returns:
+        (N, D, F, K*C), contiguous, in the operands' dtype (the autocast dtype under CUDA AMP).
+
+    Fused Triton kernels run on CUDA with a launch validated for the device; elsewhere, and
+    where no launch fits, the same custom ops compute the reference composition.
+    """
+    check_operands(left, right, to_grid, from_grid, n_frames)
+    check_constant_projectors(to_grid, from_grid)
+    return torch.ops.gridpair.grid_pair_fwd(left, right, to_grid, from_grid, n_frames)

@@ -1,0 +1,142 @@
+"""Plain launchers of the grid-pair kernels: allocate results, compute the launch grid and call a
+kernel with a given tile.
+
+``kernel_arguments`` and ``kernel_constexprs`` are the single source of a launch's specialization:
+the selector builds its validation compile from them with dtype placeholders, the launchers
+build the real launch from them, so both compile the same kernel.
+"""
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import Tensor
+from torch.library import wrap_triton
+
+from gridpair.kernels import KERNELS, OPERANDS, RESULTS
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Static geometry of a launch: everything but the node count N and the strides."""
+
+    degrees: int
+    focus: int
+    frames: int
+    channels: int
+    grid: int
+
+    @property
+    def slots(self) -> int:
+        return self.degrees * self.frames
+
+    @classmethod
+    def of(cls, left: Tensor, to_grid: Tensor, n_frames: int) -> "Geometry":
+        _, degrees, focus, packed = left.shape
+        return cls(int(degrees), int(focus), n_frames, int(packed) // n_frames,
+                   int(to_grid.shape[0]))
+
+
+@dataclass(frozen=True, order=True)
+class Tile:
+    """A launch configuration: channel block, grid block, pipeline stages, warps."""
+
+    block_channels: int
+    block_grid: int
+    num_stages: int
+    num_warps: int
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return (f"BC={self.block_channels} BG={self.block_grid} "
+                f"stages={self.num_stages} warps={self.num_warps}")
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def slot_cover(slots: int) -> tuple[int, int]:
+    """Power-of-two main and tail blocks covering ``slots`` (tail 0: the main block alone).
+
+    The tail exists only where it saves work over one block of the next power of two:
+    147 -> (128, 32), 27 -> (32, 0), 49 -> (64, 0), 300 -> (256, 64). Blocks are at least 16,
+    the smallest dot Triton emits.
+    """
+    whole = max(16, _next_power_of_two(slots))
+    main = max(16, whole // 2)
+    tail = max(16, _next_power_of_two(slots - main)) if slots > main else 0
+    if tail == 0 or main + tail >= whole:
+        return whole, 0
+    return main, tail
+
+
+def dot_precision(dtype: torch.dtype) -> str:
+    """fp32 operands take IEEE dots (TF32 would cost ~1e-3 relative error); 16-bit ones the
+    tensor cores."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def kernel_constexprs(geometry: Geometry, tile: Tile, dtype: torch.dtype) -> dict[str, object]:
+    """Compile-time parameters of every grid-pair kernel for this geometry and tile."""
+    slots_main, slots_tail = slot_cover(geometry.slots)
+    return {
+        "FOCUS": geometry.focus,
+        "FRAMES": geometry.frames,
+        "CHANNELS": geometry.channels,
+        "GRID": geometry.grid,
+        "SLOTS": geometry.slots,
+        "SLOTS_MAIN": slots_main,
+        "SLOTS_TAIL": slots_tail,
+        "BLOCK_C": tile.block_channels,
+        "BLOCK_G": tile.block_grid,
+        "PRECISION": dot_precision(dtype),
+    }
+
+
+def kernel_arguments(
+    operands: Sequence[object],
+    projectors: Sequence[object],
+    results: Sequence[object],
+    strides: Sequence[Sequence[object]],
+) -> list[object]:
+    """Runtime arguments in kernel order: operands, projectors, results, operand strides."""
+    return [*operands, *projectors, *results, *(s for stride in strides for s in stride)]
+
+
+def launch_grid(n_nodes: int, geometry: Geometry, tile: Tile) -> tuple[int, int]:
+    """One program per (node, focus) pair and channel block."""
+    channel_blocks = -(-geometry.channels // tile.block_channels)
+    return (n_nodes * geometry.focus, channel_blocks)
+
+
+def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
+           n_frames: int, tile: Tile) -> tuple[Tensor, ...]:
+    """Run kernel ``op`` ("fwd", "bwd", "bwd2") with ``tile``; return its fresh results.
+
+    Operands are (N, D, F, K*C) in any strides, projectors contiguous (G, D*K); results are
+    contiguous, in the operands' dtype.
+    """
+    if len(operands) != len(OPERANDS[op]):
+        raise ValueError(f"{op}: expected operands {OPERANDS[op]}, got {len(operands)} tensors")
+    first = operands[0]
+    geometry = Geometry.of(first, to_grid, n_frames)
+    results = tuple(torch.empty(first.shape, dtype=first.dtype, device=first.device)
+                    for _ in RESULTS[op])
+    grid = launch_grid(first.shape[0], geometry, tile)
+    if grid[0] == 0 or grid[1] == 0:
+        return results
+    args = kernel_arguments(operands, (to_grid, from_grid), results,
+                            [x.stride() for x in operands])
+    kernel = KERNELS[op]
+    runner = wrap_triton(kernel) if not _interpreted(kernel) else kernel
+    runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype),
+                 num_warps=tile.num_warps, num_stages=tile.num_stages)
+    return results
+
+
+def _interpreted(kernel: object) -> bool:
+    """Under TRITON_INTERPRET=1 kernels are interpreter functions that wrap_triton refuses."""
+    return type(kernel).__name__ == "InterpretedFunction"

@@ -1,0 +1,143 @@
+"""Custom ops ``torch.ops.gridpair.grid_pair_{fwd,bwd,bwd2}``: the autograd chain, autocast rule
+and dispatch between fused kernels and the reference composition.
+
+Each op is a ``triton_op`` whose body is also its fake implementation: it asks the selector for
+a tile (which compiles and validates before anything is traced) and then either launches the
+kernel through ``wrap_triton`` or computes the reference composition with ordinary torch ops, so
+the compiler sees a traceable graph in every case and on every device.
+"""
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+from torch.library import triton_op
+
+from gridpair import reference
+from gridpair.launch import SELECTOR
+from gridpair.launchers import launch
+
+_REFERENCE = {"fwd": reference.fwd, "bwd": reference.bwd, "bwd2": reference.bwd2}
+
+
+def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
+             n_frames: int) -> tuple[Tensor, ...]:
+    _check_same(op, operands, to_grid, from_grid)
+    # The kernels read contiguous projectors: a no-op for the usual constant buffers, and their
+    # layout cannot then change the compiled kernel.
+    to_grid, from_grid = to_grid.contiguous(), from_grid.contiguous()
+    tile = SELECTOR.choose(op, operands, (to_grid, from_grid), n_frames)
+    if tile is None or operands[0].device.type != "cuda":
+        result = _REFERENCE[op](*operands, to_grid, from_grid, n_frames)
+        return result if isinstance(result, tuple) else (result,)
+    return launch(op, operands, to_grid, from_grid, n_frames, tile)
+
+
+def _check_same(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor) -> None:
+    """The ops are public too: refuse mixed dtypes, devices or shapes with a clear message."""
+    first = operands[0]
+    for index, x in enumerate((*operands[1:], to_grid, from_grid), start=1):
+        if x.dtype != first.dtype or x.device != first.device:
+            raise TypeError(
+                f"gridpair::grid_pair_{op}: argument {index} has {x.dtype} on {x.device}, "
+                f"expected {first.dtype} on {first.device} like argument 0"
+            )
+    for index, x in enumerate(operands[1:], start=1):
+        if x.shape != first.shape:
+            raise ValueError(
+                f"gridpair::grid_pair_{op}: argument {index} has shape {tuple(x.shape)}, "
+                f"expected {tuple(first.shape)} like argument 0"
+            )
+
+
+@triton_op("gridpair::grid_pair_fwd", mutates_args=())
+def grid_pair_fwd(left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tensor,
+                  n_frames: int) -> Tensor:
+    """out = F^T [(T l) * (T r)]."""
+    (out,) = _compute("fwd", (left, right), to_grid, from_grid, n_frames)
+    return out
+
+
+@triton_op("gridpair::grid_pair_bwd", mutates_args=())
+def grid_pair_bwd(grad_out: Tensor, left: Tensor, right: Tensor, to_grid: Tensor,
+                  from_grid: Tensor, n_frames: int) -> tuple[Tensor, Tensor]:
+    """(g_l, g_r) = (T^T [(F go)(T r)], T^T [(F go)(T l)])."""
+    grad_left, grad_right = _compute("bwd", (grad_out, left, right), to_grid, from_grid, n_frames)
+    return grad_left, grad_right
+
+
+@triton_op("gridpair::grid_pair_bwd2", mutates_args=())
+def grid_pair_bwd2(grad_out: Tensor, left: Tensor, right: Tensor, grad_grad_left: Tensor,
+                   grad_grad_right: Tensor, to_grid: Tensor, from_grid: Tensor,
+                   n_frames: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(ggo, g2_l, g2_r): ggo = F^T [(T h_l)(T r) + (T l)(T h_r)], g2_l = T^T [(F go)(T h_r)],
+    g2_r = T^T [(F go)(T h_l)]."""
+    ggo, g2_left, g2_right = _compute(
+        "bwd2", (grad_out, left, right, grad_grad_left, grad_grad_right), to_grid, from_grid,
+        n_frames,
+    )
+    return ggo, g2_left, g2_right
+
+
+# -- autograd: fwd -> bwd -> bwd2, then the reference for any higher order ----------------------
+def _save(ctx, inputs, output) -> None:
+    *tensors, n_frames = inputs
+    ctx.save_for_backward(*tensors)
+    ctx.n_frames = n_frames
+
+
+def _fwd_backward(ctx, grad_out):
+    left, right, to_grid, from_grid = ctx.saved_tensors
+    grad_left, grad_right = torch.ops.gridpair.grid_pair_bwd(
+        grad_out, left, right, to_grid, from_grid, ctx.n_frames)
+    return grad_left, grad_right, None, None, None
+
+
+def _bwd_backward(ctx, grad_grad_left, grad_grad_right):
+    grad_out, left, right, to_grid, from_grid = ctx.saved_tensors
+    ggo, g2_left, g2_right = torch.ops.gridpair.grid_pair_bwd2(
+        grad_out, left, right, grad_grad_left, grad_grad_right, to_grid, from_grid,
+        ctx.n_frames)
+    return ggo, g2_left, g2_right, None, None, None
+
+
+def _bwd2_backward(ctx, *grads):
+    """Third order: differentiate the reference second backward (no fused kernel for it)."""
+    *tensors, to_grid, from_grid = ctx.saved_tensors
+    inputs = [t.detach().requires_grad_() for t in tensors]
+    with torch.enable_grad():
+        outputs = reference.bwd2(*inputs, to_grid, from_grid, ctx.n_frames)
+    grads_in = torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
+    return (*grads_in, None, None, None)
+
+
+grid_pair_fwd.register_autograd(_fwd_backward, setup_context=_save)
+grid_pair_bwd.register_autograd(_bwd_backward, setup_context=_save)
+grid_pair_bwd2.register_autograd(_bwd2_backward, setup_context=_save)
+
+
+# -- autocast: the kernels take the autocast dtype with fp32 accumulation ----------------------
+def _register_autocast(op) -> None:
+    """Under CUDA autocast, cast floating CUDA inputs to the autocast dtype, then run the op
+    with autocast off. (``torch.library.register_autocast`` fixes one dtype; this follows
+    whatever dtype the autocast region asks for.)"""
+    key = torch._C.DispatchKey.AutocastCUDA
+
+    def autocast_kernel(*args):
+        dtype = torch.get_autocast_dtype("cuda")
+        cast = [a.to(dtype) if isinstance(a, Tensor) and a.is_floating_point() and a.is_cuda
+                else a for a in args]
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+            return op(*cast)
+
+    if op.has_kernel_for_dispatch_key(key):
+        op.py_kernels.pop(key, None)
+    op.py_impl(key)(autocast_kernel)
+    _LIBRARY.impl(op._schema.name.split("::")[1], lambda _keyset, *args: autocast_kernel(*args),
+                  "AutocastCUDA", with_keyset=True)
+
+
+_LIBRARY = torch.library.Library("gridpair", "FRAGMENT")
+for _op in (torch.ops.gridpair.grid_pair_fwd.default, torch.ops.gridpair.grid_pair_bwd.default,
+            torch.ops.gridpair.grid_pair_bwd2.default):
+    _register_autocast(_op)

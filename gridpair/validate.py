@@ -1,0 +1,178 @@
+"""Validation of one launch candidate by compiling it, never by running it.
+
+On a GPU the candidate is compiled through the kernel's own JIT (``warmup`` with dtype
+placeholders, the same specialization the launch will compute, so the launch reuses it) and its
+handles are loaded, letting Triton's own ``OutOfResources`` enforce shared memory, threads and
+registers. With no GPU it is compiled for a profile's architecture and the profile's limits are
+applied, raising the same ``OutOfResources``. Any other compiler error propagates.
+"""
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.errors import OutOfResources
+from triton.runtime.jit import MockTensor
+
+from gridpair.devices import MAX_THREADS_PER_BLOCK, REGISTERS_PER_BLOCK, DeviceLimits
+from gridpair.kernels import KERNELS, OPERANDS, RESULTS
+from gridpair.launchers import Geometry, Tile, kernel_arguments, kernel_constexprs
+
+# Placeholder for pair counts and strides: neither 1 nor a multiple of 16, so nothing about the
+# real values could be specialized into the validated kernel (the kernels also opt out).
+LAUNCH_SCALAR_PLACEHOLDER = 3
+WIDE_LAUNCH_SCALAR_PLACEHOLDER = 2**31 + 3
+
+_TRITON_TYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+_WARP_SIZE = 32
+_EIATTR_REGCOUNT = 0x2F
+_EIFMT_SVAL = 0x04
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Everything about the operands that specializes a compile: no data, no sizes of N."""
+
+    dtype: torch.dtype
+    aligned: tuple[bool, ...]  # operands then projectors: base address a multiple of 16 bytes
+    wide: bool  # some stride or pair count needs 64-bit launch scalars
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A candidate that compiled: its footprint as Triton reports it."""
+
+    shared: int
+    registers: int | None
+
+
+class _Operand(MockTensor):
+    """A dtype-only operand whose address is aligned or not, as the real one will be."""
+
+    def __init__(self, dtype: torch.dtype, aligned: bool) -> None:
+        super().__init__(dtype)
+        self._address = 0 if aligned else 4
+
+    def data_ptr(self) -> int:
+        return self._address
+
+
+def _placeholder_arguments(op: str, signature: Signature) -> list[object]:
+    n_operands = len(OPERANDS[op])
+    mocks = [_Operand(signature.dtype, aligned) for aligned in signature.aligned]
+    results = [_Operand(signature.dtype, True) for _ in RESULTS[op]]
+    scalar = WIDE_LAUNCH_SCALAR_PLACEHOLDER if signature.wide else LAUNCH_SCALAR_PLACEHOLDER
+    strides = [(scalar,) * 4] * n_operands
+    return kernel_arguments(mocks[:n_operands], mocks[n_operands:], results, strides)
+
+
+def compile_on_device(op: str, geometry: Geometry, tile: Tile, signature: Signature,
+                      limits: DeviceLimits) -> Compiled:
+    """Compile through the JIT for the real device and load the handles (nothing runs)."""
+    kernel = KERNELS[op]
+    with torch.cuda.device(limits.index):
+        compiled = kernel.warmup(
+            *_placeholder_arguments(op, signature), grid=(1, 1),
+            **kernel_constexprs(geometry, tile, signature.dtype),
+            num_warps=tile.num_warps, num_stages=tile.num_stages,
+        )
+        compiled._init_handles()
+    shared = compiled.metadata.shared
+    # Triton checks its own (possibly emulated) device limit; the effective limit may be lower.
+    if shared > limits.shared:
+        raise OutOfResources(shared, limits.shared, "shared memory")
+    return Compiled(shared, getattr(compiled, "n_regs", None))
+
+
+def _ast_source(op: str, geometry: Geometry, tile: Tile, signature: Signature) -> ASTSource:
+    kernel = KERNELS[op]
+    constexprs = kernel_constexprs(geometry, tile, signature.dtype)
+    arguments = iter(_placeholder_arguments(op, signature))
+    types: dict[str, str] = {}
+    attrs: dict[tuple[int, ...], list[list[object]]] = {}
+    for index, name in enumerate(kernel.arg_names):
+        if name in constexprs:
+            types[name] = "constexpr"
+            continue
+        value = next(arguments)
+        if isinstance(value, _Operand):
+            types[name] = "*" + _TRITON_TYPES[value.dtype]
+            if value.data_ptr() % 16 == 0:
+                attrs[(index,)] = [["tt.divisibility", 16]]
+        else:
+            types[name] = "i64" if value > 2**31 - 1 else "i32"
+    return ASTSource(kernel, types, constexprs, attrs)
+
+
+def compile_for_profile(op: str, geometry: Geometry, tile: Tile, signature: Signature,
+                        limits: DeviceLimits) -> Compiled:
+    """Compile for the profile's architecture and apply its limits."""
+    compiled = triton.compile(
+        _ast_source(op, geometry, tile, signature),
+        target=GPUTarget("cuda", limits.arch, _WARP_SIZE),
+        options={"num_warps": tile.num_warps, "num_stages": tile.num_stages},
+    )
+    shared = compiled.metadata.shared
+    if shared > limits.shared:
+        raise OutOfResources(shared, limits.shared, "shared memory")
+    registers = cubin_registers(compiled.kernel)
+    threads = tile.num_warps * _WARP_SIZE
+    if registers is not None and threads > max_threads(registers):
+        raise OutOfResources(threads, max_threads(registers), "threads")
+    return Compiled(shared, registers)
+
+
+def compile_candidate(op: str, geometry: Geometry, tile: Tile, signature: Signature,
+                      limits: DeviceLimits) -> Compiled:
+    """Compile ``tile`` for ``limits``; raise OutOfResources if it cannot be loaded there."""
+    if signature.dtype not in _TRITON_TYPES:
+        raise TypeError(f"no fused kernel for dtype {signature.dtype}")
+    if limits.physical:
+        return compile_on_device(op, geometry, tile, signature, limits)
+    return compile_for_profile(op, geometry, tile, signature, limits)
+
+
+def max_threads(registers_per_thread: int) -> int:
+    """Threads per block a kernel can launch with, as the driver computes it from registers.
+
+    Registers are allocated per warp in units of 256 (8 per thread, rounded up).
+    """
+    per_warp = -(-registers_per_thread * _WARP_SIZE // 256) * 256
+    warps = REGISTERS_PER_BLOCK // max(per_warp, 1)
+    return min(MAX_THREADS_PER_BLOCK, warps * _WARP_SIZE)
+
+
+def cubin_registers(cubin: bytes) -> int | None:
+    """Registers per thread from a cubin's ``.nv.info`` REGCOUNT attribute (None if absent)."""
+    if cubin[:4] != b"\x7fELF":
+        return None
+    for data in _elf_sections(cubin, prefix=".nv.info"):
+        offset = 0
+        while offset + 4 <= len(data):
+            fmt, attribute, value = struct.unpack_from("<BBH", data, offset)
+            if fmt == _EIFMT_SVAL:
+                if attribute == _EIATTR_REGCOUNT:
+                    return struct.unpack_from("<II", data, offset + 4)[1]
+                offset += 4 + value
+            else:
+                offset += 4
+    return None
+
+
+def _elf_sections(elf: bytes, prefix: str) -> Sequence[bytes]:
+    (section_table,) = struct.unpack_from("<Q", elf, 0x28)
+    entry_size, count, names_index = struct.unpack_from("<HHH", elf, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", elf, section_table + i * entry_size)
+               for i in range(count)]
+    names_offset = headers[names_index][4]
+    found = []
+    for header in headers:
+        start = names_offset + header[0]
+        name = elf[start:elf.index(b"\0", start)].decode()
+        if name.startswith(prefix):
+            found.append(elf[header[4]:header[4] + header[5]])
+    return found
