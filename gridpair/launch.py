@@ -19,7 +19,7 @@ from triton.runtime.errors import OutOfResources
 
 from gridpair import devices, tuned
 from gridpair.devices import DeviceLimits
-from gridpair.kernels import OPERANDS, RESULTS
+from gridpair.kernels import RESULTS
 from gridpair.launchers import Geometry, Tile, slot_cover
 from gridpair.validate import Compiled, Signature, compile_candidate
 

@@ -12,8 +12,7 @@ from gridpair.validation import check_operands
 
 def _split_frames(x: Tensor, n_frames: int) -> Tensor:
     """(N, D, F, K*C) -> (N, D, F, K, C) view of the packed frame axis."""
-    n, d, f, kc = x.shape
-    return x.unflatten(-1, (n_frames, kc // n_frames))
+    return x.unflatten(-1, (n_frames, x.shape[-1] // n_frames))
 
 
 def _slots(projector: Tensor, n_frames: int) -> Tensor:

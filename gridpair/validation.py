@@ -1,7 +1,6 @@
 """Input checks of the public grid-pair functions: every error names the argument and what was
 expected, and nothing is coerced (no dtype promotion, no device moves, no reshapes)."""
 
-import torch
 from torch import Tensor
 
 _PROJECTORS = ("to_grid", "from_grid")
@@ -28,7 +27,7 @@ def check_operands(
         raise ValueError(
             f"right: expected the shape of left {tuple(left.shape)}, got {tuple(right.shape)}"
         )
-    n, degrees, focus, packed = left.shape
+    degrees, packed = left.shape[1], left.shape[3]
     if packed % n_frames:
         raise ValueError(
             f"n_frames: expected a divisor of the last axis of left ({packed} = K*C), "
