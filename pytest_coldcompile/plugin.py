@@ -1,1 +1,172 @@
-"""pytest hook implementations of pytest-coldcompile."""
+"""pytest hook implementations of pytest-coldcompile; the work is done in the other modules."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_coldcompile import child, device, emulate, options, report
+from pytest_coldcompile.engine import ColdEngine
+from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
+
+__all__ = ["cold_state", "compile_counter", "launch_events"]
+
+ENGINE_KEY = pytest.StashKey[ColdEngine]()
+CAP_KEY = pytest.StashKey[emulate.SmemCap]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in options.MARKERS.values():
+        config.addinivalue_line("markers", line)
+    s = options.load(config)
+    config.stash[options.SETTINGS_KEY] = s
+    if s.child_orders:
+        config.pluginmanager.register(
+            child.SpawnedChild(config, s.child_orders), "coldcompile-child"
+        )
+    else:
+        config.pluginmanager.register(
+            report.ColdReporter(config, s.report_path), "coldcompile-report"
+        )
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    s = options.settings(config)
+    if not (s.cold_all or s.smem_limit or s.mode_source != "default" or s.timeout):
+        return []
+    parts = [
+        "every test" if s.cold_all else "tests marked cold_compile",
+        f"mode {s.mode} ({s.mode_source})",
+        f"timeout {s.timeout:g} s" if s.timeout else "no timeout",
+    ]
+    if s.smem_limit:
+        parts.append(f"smem limit {s.smem_limit} bytes ({s.smem_source})")
+    return ["cold-compile: " + ", ".join(parts)]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
+    config = session.config
+    s = options.settings(config)
+    engine = None
+    if (
+        not s.child_orders
+        and not config.option.collectonly
+        and any(options.is_cold(item) for item in session.items)
+    ):
+        engine = ColdEngine(session)
+        engine.start()
+        config.stash[ENGINE_KEY] = engine
+        reporter = config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"cold-compile: {engine.mode} ({engine.reason})")
+    try:
+        return (yield)
+    finally:
+        if engine is not None:
+            engine.close()
+            del config.stash[ENGINE_KEY]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    engine = item.config.stash.get(ENGINE_KEY, None)
+    if engine is None or not options.is_cold(item):
+        return None
+    ihook = item.ihook
+    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports, result = engine.run(item)
+    _teardown_parent(item, nextitem, reports)
+    for rep in reports:
+        ihook.pytest_runtest_logreport(report=rep)
+    for message in result.warnings:
+        ihook.pytest_warning_recorded.call_historic(
+            kwargs={
+                "warning_message": message,
+                "when": "runtest",
+                "nodeid": item.nodeid,
+                "location": None,
+            }
+        )
+    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    if result.exit is not None:
+        pytest.exit(result.exit.get("msg", ""), result.exit.get("returncode"))
+    if result.interrupted:
+        raise KeyboardInterrupt
+    return True
+
+
+def _teardown_parent(
+    item: pytest.Item, nextitem: pytest.Item | None, reports: list[pytest.TestReport]
+) -> None:
+    """Tear down, here, the fixtures of earlier in-process tests that nextitem does not need."""
+    call = pytest.CallInfo.from_call(
+        lambda: item.session._setupstate.teardown_exact(nextitem), when="teardown"
+    )
+    if call.excinfo is None:
+        return
+    failed = item.ihook.pytest_runtest_makereport(item=item, call=call)
+    teardown = reports[-1]
+    if teardown.passed:
+        failed.sections = teardown.sections + failed.sections
+        failed.user_properties = teardown.user_properties
+        reports[-1] = failed
+    else:
+        teardown.sections.append(("parent teardown", str(failed.longrepr)))
+
+
+def _gpu() -> device.Gpu | None:
+    gpus = device.facts().gpus
+    return gpus[0] if gpus else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    limit, source = options.smem_limit_for(item)  # a bad marker fails the setup here
+    needs_cuda = item.get_closest_marker("requires_cuda") is not None
+    needs_smem = options.required_smem(item)
+    if needs_cuda or needs_smem is not None:
+        _skip_unless_device(needs_cuda, needs_smem, limit, source)
+    if limit is not None and child.ACTIVE is None:
+        # In-process: capped from setup to teardown. Kernels this process loaded before are
+        # not checked again.
+        item.stash[CAP_KEY] = emulate.install(limit)
+
+
+def _skip_unless_device(
+    needs_cuda: bool, needs_smem: int | None, limit: int | None, source: str
+) -> None:
+    gpu = _gpu()
+    what = "requires_cuda" if needs_smem is None else f"requires_smem({needs_smem})"
+    if gpu is None:
+        pytest.skip(f"{what}: needs a CUDA device; {device.facts().describe_none()}")
+    if needs_smem is None:
+        return
+    offered = gpu.smem_optin if limit is None else min(gpu.smem_optin, limit)
+    if offered < needs_smem:
+        lowered = (
+            f", lowered to {limit} by {source}"
+            if limit is not None and limit < gpu.smem_optin
+            else ""
+        )
+        pytest.skip(
+            f"{what}: needs {needs_smem} bytes of shared memory per block; {gpu.name} offers "
+            f"{gpu.smem_optin} (opt-in){lowered}"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
+    try:
+        return (yield)
+    finally:
+        cap = item.stash.get(CAP_KEY, None)
+        if cap is not None:
+            cap.remove()
+            del item.stash[CAP_KEY]

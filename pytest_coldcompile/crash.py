@@ -1,0 +1,240 @@
+"""Reports of a cold test: read back from the child's record file, and made up for children
+that crashed, timed out, or whose machinery broke.
+
+They are pytest's own TestReport objects, so the terminal, JUnit XML and xdist treat them
+like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from pytest_coldcompile import child
+from pytest_coldcompile.forkserver import ChildExit
+
+PHASES = ("setup", "call", "teardown")
+
+
+@dataclass
+class ChildResult:
+    reports: list[pytest.TestReport] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
+    error: str | None = None  # traceback of the child's own machinery
+    exit: dict[str, Any] | None = None  # the test called pytest.exit()
+    interrupted: bool = False
+    warnings: list[warnings.WarningMessage] = field(default_factory=list)
+
+
+def _read(test_dir: str, name: str) -> str:
+    try:
+        with open(os.path.join(test_dir, name), encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def read_records(config: pytest.Config, item: pytest.Item, test_dir: str) -> ChildResult:
+    result = ChildResult()
+    for line in _read(test_dir, child.RECORDS).splitlines():
+        try:
+            record = json.loads(line, object_hook=child.decode_hook)
+        except ValueError:
+            continue  # a line cut short by a kill
+        kind = record.get("type")
+        if kind == "report":
+            report = config.hook.pytest_report_from_serializable(config=config, data=record["data"])
+            # Same item, so the same id: a spawned child computes it against the same rootdir,
+            # but the parent's own is the one every other plugin knows.
+            report.nodeid = item.nodeid
+            report.location = item.location
+            result.reports.append(report)
+        elif kind == "summary":
+            result.summary = record
+        elif kind == "error":
+            result.error = record.get("traceback", "")
+        elif kind == "exit":
+            result.exit = record
+        elif kind == "interrupt":
+            result.interrupted = True
+        elif kind == "warning":
+            result.warnings.append(_warning(record))
+    return result
+
+
+def _category(name: str) -> type[Warning]:
+    module, _, attr = name.rpartition(".")
+    found = getattr(sys.modules.get(module), attr, None)  # never import for this
+    return found if isinstance(found, type) and issubclass(found, Warning) else UserWarning
+
+
+def _warning(record: dict[str, Any]) -> warnings.WarningMessage:
+    category = _category(str(record.get("category", "")))
+    try:
+        message: Warning = category(record.get("message", ""))
+    except Exception:
+        category = UserWarning
+        message = UserWarning(record.get("message", ""))
+    return warnings.WarningMessage(
+        message, category, record.get("filename", "?"), record.get("lineno", 0)
+    )
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _where(item: pytest.Item) -> str:
+    path, lineno, _ = item.location
+    return f"{path}:{(lineno or 0) + 1}"
+
+
+def next_phase(reports: list[pytest.TestReport]) -> str:
+    done = {r.when: r for r in reports}
+    if "setup" not in done:
+        return "setup"
+    if done["setup"].passed and "call" not in done:
+        return "call"
+    return "teardown"
+
+
+def make_report(
+    item: pytest.Item,
+    when: str,
+    outcome: str,
+    longrepr: Any,
+    sections: list[tuple[str, str]] | None = None,
+    duration: float = 0.0,
+    **extra: Any,
+) -> pytest.TestReport:
+    return pytest.TestReport(
+        nodeid=item.nodeid,
+        location=item.location,
+        keywords=dict.fromkeys(item.keywords, 1),
+        outcome=outcome,  # type: ignore[arg-type]
+        longrepr=longrepr,
+        when=when,  # type: ignore[arg-type]
+        sections=sections or [],
+        duration=duration,
+        user_properties=list(item.user_properties),
+        **extra,
+    )
+
+
+def child_output(test_dir: str, when: str | None) -> list[tuple[str, str]]:
+    """Report sections with what the child printed that no finished report holds."""
+    sections = []
+    if when is not None:
+        for name, title in ((child.CAPTURED_OUT, "stdout"), (child.CAPTURED_ERR, "stderr")):
+            text = _read(test_dir, name)
+            if text:
+                sections.append((f"Captured {title} {when}", text))
+    for name, title in ((child.RAW_OUT, "stdout"), (child.RAW_ERR, "stderr")):
+        text = _read(test_dir, name)
+        if text:
+            sections.append((f"Cold child {title} (uncaptured)", text))
+    return sections
+
+
+def problem(
+    item: pytest.Item,
+    result: ChildResult,
+    ended: ChildExit,
+    timeout: float | None,
+    timeout_source: str,
+) -> str | None:
+    """Why the child's own reports cannot stand alone, or None when they can."""
+    if ended.timed_out:
+        return (
+            f"{_where(item)}: timeout: the cold child ran longer than {timeout:g} s "
+            f"({timeout_source}); its process group was killed"
+        )
+    if result.error is not None:
+        return "the cold child's own machinery failed (not the test itself):\n" + result.error
+    if ended.signal is not None:
+        return (
+            f"{_where(item)}: running the test CRASHED with signal {ended.signal} "
+            f"({signal_name(ended.signal)})"
+        )
+    finished = any(r.when == "teardown" for r in result.reports)
+    if not finished and result.exit is None and not result.interrupted:
+        return (
+            f"{_where(item)}: the cold child EXITED with status {ended.returncode} "
+            "before it reported the whole test"
+        )
+    return None
+
+
+def _xfail_instead(item: pytest.Item, when: str, text: str) -> dict[str, Any] | None:
+    """A crash in the call of an xfail test is its expected failure, as with pytest-forked."""
+    marker = item.get_closest_marker("xfail")
+    if marker is None or when != "call" or item.config.getoption("runxfail", False):
+        return None
+    if not marker.kwargs.get("run", True) or marker.kwargs.get("raises") is not None:
+        return None
+    reason = marker.kwargs.get("reason", marker.args[1] if len(marker.args) > 1 else "")
+    return {"outcome": "skipped", "wasxfail": f"{reason} ({text.splitlines()[0]})".strip()}
+
+
+def complete(
+    item: pytest.Item,
+    result: ChildResult,
+    ended: ChildExit,
+    test_dir: str,
+    timeout: float | None,
+    timeout_source: str,
+) -> list[pytest.TestReport]:
+    """The child's reports, plus a failure for the phase it did not finish, plus a teardown."""
+    reports = list(result.reports)
+    text = problem(item, result, ended, timeout, timeout_source)
+    if text is None:
+        if result.exit is None and not result.interrupted:
+            extra = child_output(test_dir, None)
+            if extra and reports:
+                reports[-1].sections.extend(extra)
+        return reports
+    when = next_phase(reports)
+    longrepr: Any = text
+    outcome = "failed"
+    fields: dict[str, Any] = {}
+    if ended.signal is not None and not ended.timed_out and result.error is None:
+        xfail = _xfail_instead(item, when, text)
+        if xfail is not None:
+            outcome = xfail["outcome"]
+            fields["wasxfail"] = xfail["wasxfail"]
+            longrepr = None
+    reports.append(
+        make_report(
+            item, when, outcome, longrepr, child_output(test_dir, when), ended.seconds, **fields
+        )
+    )
+    if when != "teardown":
+        reports.append(make_report(item, "teardown", "passed", None))
+    return reports
+
+
+def parent_failure(item: pytest.Item, text: str, when: str = "setup") -> list[pytest.TestReport]:
+    """Reports for a cold test whose child could not even be started."""
+    reports = [make_report(item, when, "failed", text)]
+    if when != "teardown":
+        reports.append(make_report(item, "teardown", "passed", None))
+    return reports
+
+
+def echo_uncaptured(test_dir: str) -> None:
+    """Write what the child printed uncaptured to this process's streams (for ``-s`` runs)."""
+    for name, stream in ((child.RAW_OUT, sys.stdout), (child.RAW_ERR, sys.stderr)):
+        text = _read(test_dir, name)
+        if text:
+            stream.write(text)
+            stream.flush()

@@ -1,0 +1,264 @@
+"""Shared-memory caps: make Triton, Inductor and launch selectors see at most N bytes per block.
+
+Every path that loads or sizes a kernel is lowered, so a kernel over the cap fails to load
+with Triton's own OutOfResources, as it would on a device with that limit. Importing this
+module imports neither torch nor triton.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from pytest_coldcompile import _imports
+
+SMEM_LIMIT_ENV = "PYTEST_COLDCOMPILE_SMEM_LIMIT"
+"""Set to the cap in bytes while one is active, for selectors that compile for a device profile."""
+
+# Inductor's static launcher loads cubins itself, bypassing Triton's check; it moved modules.
+STATIC_LAUNCHER_MODULES = (
+    "torch._inductor.runtime.static_triton_launcher",  # torch >= 2.10
+    "torch._inductor.runtime.static_cuda_launcher",  # older torch
+)
+
+
+class CappedDeviceProperties:
+    """A torch.cuda device-properties object whose shared-memory sizes are lowered to the cap."""
+
+    __slots__ = ("_limit", "_props")
+
+    def __init__(self, props: Any, limit: int) -> None:
+        object.__setattr__(self, "_props", props)
+        object.__setattr__(self, "_limit", limit)
+
+    @property
+    def shared_memory_per_block_optin(self) -> int:
+        # Raises AttributeError when the real object lacks it, so hasattr() stays truthful.
+        return min(int(self._props.shared_memory_per_block_optin), self._limit)
+
+    @property
+    def shared_memory_per_block(self) -> int:
+        return min(int(self._props.shared_memory_per_block), self._limit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._props, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._props)) | {"shared_memory_per_block_optin"})
+
+    def __repr__(self) -> str:
+        return f"{self._props!r} [shared memory capped at {self._limit} by pytest-coldcompile]"
+
+
+class SmemCap:
+    """One installed cap; remove() undoes every patch in reverse order."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = int(limit)
+        self._undo: list[Callable[[], None]] = []
+        self._pending: list[tuple[str, Callable[[ModuleType], None]]] = []
+        self.patched: list[str] = []  # what was capped, for tests and debugging
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    def _setattr(self, owner: Any, name: str, value: Any, label: str) -> None:
+        # Restore exactly what the owner's own namespace held: a class attribute seen through
+        # an instance must not come back as an instance attribute.
+        own = getattr(owner, "__dict__", {})
+        had = name in own
+        old = own[name] if had else None
+
+        def undo() -> None:
+            if had:
+                setattr(owner, name, old)
+            else:
+                delattr(owner, name)
+
+        setattr(owner, name, value)
+        self._undo.append(undo)
+        self.patched.append(label)
+
+    def _on_import(self, module: str, patch: Callable[[ModuleType], None]) -> None:
+        self._pending.append((module, patch))
+        _imports.when_imported(module, patch)
+
+    # -- install / remove --------------------------------------------------------------------
+    def install(self) -> SmemCap:
+        old_env = os.environ.get(SMEM_LIMIT_ENV)
+        os.environ[SMEM_LIMIT_ENV] = str(self.limit)
+        self._undo.append(lambda: _restore_env(SMEM_LIMIT_ENV, old_env))
+        # Import triton now (cheap next to a test that needs a cap): its lookups are plain
+        # module functions that must be capped before any kernel is loaded.
+        try:
+            importlib.import_module("triton.compiler.compiler")
+        except ImportError:
+            pass
+        self._on_import("triton.compiler.compiler", self._patch_triton_compiler)
+        self._on_import("triton.runtime.driver", self._patch_triton_driver)
+        self._on_import("torch.cuda", self._patch_torch_cuda)
+        self._on_import("torch._dynamo.device_interface", self._patch_device_interface)
+        self._on_import("torch._dynamo.utils", self._patch_dynamo_constants)
+        for name in STATIC_LAUNCHER_MODULES:
+            self._on_import(name, self._patch_static_launcher)
+        return self
+
+    def remove(self) -> None:
+        for module, patch in self._pending:
+            _imports.forget(module, patch)
+        self._pending.clear()
+        while self._undo:
+            self._undo.pop()()
+
+    # -- the patches ---------------------------------------------------------------------------
+    def _patch_triton_compiler(self, mod: ModuleType) -> None:
+        # CompiledKernel._init_handles looks max_shared_mem up as a module global at each load;
+        # the original is lru_cached, so wrapping (not clearing) it is what takes effect.
+        original = getattr(mod, "max_shared_mem", None)
+        if original is None:
+            return
+        limit = self.limit
+
+        @functools.wraps(original)
+        def max_shared_mem(device: Any) -> int:
+            return min(original(device), limit)
+
+        self._setattr(
+            mod, "max_shared_mem", max_shared_mem, "triton.compiler.compiler.max_shared_mem"
+        )
+
+    def _patch_triton_driver(self, mod: ModuleType) -> None:
+        config = getattr(mod, "driver", None)
+        if config is None:
+            return
+        # Drivers that exist now are capped now; one created later is capped on creation, so
+        # installing a cap never creates the driver (that would initialize CUDA here).
+        for attr in ("_active", "_default"):
+            drv = getattr(config, attr, None)
+            if drv is not None:
+                self._cap_driver(drv)
+        create = getattr(mod, "_create_driver", None)
+        if create is not None:
+
+            @functools.wraps(create)
+            def _create_driver() -> Any:
+                return self._cap_driver(create())
+
+            self._setattr(
+                mod, "_create_driver", _create_driver, "triton.runtime.driver._create_driver"
+            )
+        set_active = getattr(type(config), "set_active", None)
+        if set_active is not None:
+
+            def capped_set_active(cfg: Any, driver: Any) -> None:
+                set_active(cfg, self._cap_driver(driver))
+
+            self._setattr(config, "set_active", capped_set_active.__get__(config), "set_active")
+
+    def _cap_driver(self, drv: Any) -> Any:
+        utils = getattr(drv, "utils", None)
+        get_props = getattr(utils, "get_device_properties", None)
+        if get_props is None or getattr(get_props, "_coldcompile_cap", None) == self.limit:
+            return drv
+        limit = self.limit
+
+        def get_device_properties(device: Any) -> dict[str, Any]:
+            props = dict(get_props(device))
+            if "max_shared_mem" in props:
+                props["max_shared_mem"] = min(int(props["max_shared_mem"]), limit)
+            return props
+
+        get_device_properties._coldcompile_cap = limit  # type: ignore[attr-defined]
+        self._setattr(
+            utils,
+            "get_device_properties",
+            get_device_properties,
+            "triton driver.utils.get_device_properties",
+        )
+        return drv
+
+    def _patch_torch_cuda(self, mod: ModuleType) -> None:
+        original = getattr(mod, "get_device_properties", None)
+        if original is None:
+            return
+        limit = self.limit
+
+        @functools.wraps(original)
+        def get_device_properties(*args: Any, **kwargs: Any) -> Any:
+            return CappedDeviceProperties(original(*args, **kwargs), limit)
+
+        get_device_properties._coldcompile_cap = limit  # type: ignore[attr-defined]
+        self._setattr(
+            mod, "get_device_properties", get_device_properties, "torch.cuda.get_device_properties"
+        )
+
+    def _patch_device_interface(self, mod: ModuleType) -> None:
+        cuda_interface = getattr(mod, "CudaInterface", None)
+        torch_cuda = sys.modules.get("torch.cuda")
+        if cuda_interface is not None and torch_cuda is not None:
+            # The class bound torch.cuda.get_device_properties when it was defined, possibly
+            # while a cap was installed: restore the unwrapped function, not what it bound.
+            bound = cuda_interface.__dict__.get("get_device_properties")
+            self._setattr(
+                cuda_interface,
+                "get_device_properties",
+                staticmethod(torch_cuda.get_device_properties),
+                "CudaInterface.get_device_properties",
+            )
+            if isinstance(bound, staticmethod):
+                original = staticmethod(_unwrap(bound.__func__))
+                self._undo[-1] = lambda: setattr(cuda_interface, "get_device_properties", original)
+        cache = getattr(mod, "caching_worker_device_properties", None)
+        if isinstance(cache, dict) and "cuda" in cache:
+            saved = cache.pop("cuda")
+            self._undo.append(lambda: cache.__setitem__("cuda", saved))
+
+    def _patch_dynamo_constants(self, mod: ModuleType) -> None:
+        # Dynamo treats real device-properties objects as constants; let the proxy be one too.
+        constants = getattr(mod, "common_constant_types", None)
+        if isinstance(constants, set) and CappedDeviceProperties not in constants:
+            constants.add(CappedDeviceProperties)
+            self._undo.append(lambda: constants.discard(CappedDeviceProperties))
+
+    def _patch_static_launcher(self, mod: ModuleType) -> None:
+        try:
+            from triton.runtime.errors import OutOfResources
+        except ImportError:
+            return
+        limit = self.limit
+        for cls in list(vars(mod).values()):
+            if not (isinstance(cls, type) and cls.__module__ == mod.__name__):
+                continue
+            original = cls.__dict__.get("load_kernel")
+            if original is None:
+                continue
+
+            def load_kernel(kernel: Any, device: int, _original: Any = original) -> None:
+                shared = int(getattr(kernel, "shared", 0) or 0)
+                if getattr(kernel, "function", None) is None and shared > limit:
+                    raise OutOfResources(shared, limit, "shared memory")
+                return _original(kernel, device)
+
+            functools.update_wrapper(load_kernel, original)
+            self._setattr(cls, "load_kernel", load_kernel, f"{cls.__name__}.load_kernel")
+
+
+def _unwrap(func: Any) -> Any:
+    while getattr(func, "_coldcompile_cap", None) is not None and hasattr(func, "__wrapped__"):
+        func = func.__wrapped__
+    return func
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def install(limit: int) -> SmemCap:
+    """Cap per-block shared memory at limit bytes from now on; returns the cap for remove()."""
+    return SmemCap(limit).install()

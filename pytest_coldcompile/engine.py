@@ -1,0 +1,183 @@
+"""The parent side of cold runs: fork or spawn, one private directory and child per cold test.
+
+One engine per pytest process that runs tests (each xdist worker has its own). It never
+initializes CUDA: device facts come from device.py, the children do the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+import pytest
+
+from pytest_coldcompile import crash, device, options, report, selectors, spawn
+from pytest_coldcompile.forkserver import ChildExit, ForkServer, ServerError
+
+
+def choose_mode(s: options.Settings) -> tuple[str, str]:
+    """(mode, why) for this process, from the setting and what the process has done so far."""
+    can_fork = hasattr(os, "fork")
+    if s.mode == "spawn":
+        return "spawn", f"spawn: chosen by {s.mode_source}"
+    if s.mode == "fork":
+        if not can_fork:
+            raise pytest.UsageError(f"{s.mode_source}: fork is unavailable on this platform")
+        why = f"fork: chosen by {s.mode_source}"
+        if device.cuda_driver_loaded():
+            why += "; warning: the CUDA driver is loaded here, forked children may not use CUDA"
+        return "fork", why
+    if not can_fork:
+        return "spawn", "auto: os.fork is unavailable"
+    if device.torch_cuda_initialized():
+        return "spawn", "auto: torch.cuda is initialized in the pytest process"
+    if device.cuda_driver_loaded():
+        return "spawn", (
+            "auto: the pytest process has loaded the CUDA driver (libcuda.so is mapped), "
+            "so a forked child could not use CUDA"
+        )
+    return "fork", "auto: the CUDA driver is not loaded in the pytest process, forking is safe"
+
+
+def _needs_device_facts(items: list[pytest.Item]) -> bool:
+    if device.xdist_worker_index() is not None:
+        return True
+    return any(
+        it.get_closest_marker("requires_cuda") or it.get_closest_marker("requires_smem")
+        for it in items
+    )
+
+
+TMP_FIXTURES = frozenset({"tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory"})
+
+
+class ColdEngine:
+    def __init__(self, session: pytest.Session) -> None:
+        self.config = session.config
+        self.items = session.items
+        self.index = {id(item): i for i, item in enumerate(self.items)}
+        self.mode, self.reason = choose_mode(options.settings(self.config))
+        self.base = tempfile.mkdtemp(prefix="pytest-coldcompile-")
+        self.gpu: tuple[str, int] | None = None
+        self.server: ForkServer | None = None
+        self.count = 0
+
+    def start(self) -> None:
+        """Everything children should inherit is done here, before the fork server forks."""
+        if _needs_device_facts(self.items):
+            facts = device.facts()  # a probe subprocess, never CUDA here
+            self.gpu = device.gpu_for_worker(len(facts.gpus))
+        selectors.entry_points()  # list once; importing them is left to the children
+        factory = getattr(self.config, "_tmp_path_factory", None)
+        if factory is not None and any(
+            TMP_FIXTURES.intersection(getattr(it, "fixturenames", ())) for it in self.items
+        ):
+            # One basetemp for the session, made now: each child would make its own otherwise.
+            factory.getbasetemp()
+        if self.mode == "fork":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.server = ForkServer(self._child_main, preload=self._preload)
+            self.server.start()
+
+    @staticmethod
+    def _preload() -> None:
+        # In the server: selectors whose module is imported already are loaded once, so
+        # children inherit them; a failure is reproduced (and reported) by each child.
+        selectors.load_entry_points(only_imported=True)
+
+    def _child_main(self, request: dict[str, Any]) -> None:
+        from pytest_coldcompile import child
+
+        child.run_forked(self.items[request["index"]], request["orders"])
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def kill(self) -> None:
+        if self.server is not None:
+            self.server.kill()
+            self.server = None
+
+    def _orders(self, item: pytest.Item, test_dir: str) -> dict[str, Any]:
+        try:
+            limit, source = options.smem_limit_for(item)
+        except ValueError:
+            limit, source = None, ""  # the child's setup reports the bad marker
+        return {
+            "dir": test_dir,
+            "nodeid": item.nodeid,
+            "mode": self.mode,
+            "mode_reason": self.reason,
+            "smem_limit": limit,
+            "smem_source": source,
+            "cuda_visible_devices": self.gpu[0] if self.gpu else None,
+            "gpu_position": self.gpu[1] if self.gpu else None,
+        }
+
+    def _server_alive(self) -> bool:
+        if self.server is None or self.server.pid is None:
+            return False
+        try:
+            pid, _ = os.waitpid(self.server.pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+        self.server.pid = None
+        return False
+
+    def _launch(
+        self, item: pytest.Item, orders: dict[str, Any], timeout: float | None
+    ) -> ChildExit:
+        if self.mode == "fork" and not self._server_alive():
+            self.mode, self.reason = "spawn", "the fork server exited; spawning from now on"
+            orders.update(mode=self.mode, mode_reason=self.reason)
+        if self.mode == "fork":
+            assert self.server is not None
+            try:
+                return self.server.run({"index": self.index[id(item)], "orders": orders}, timeout)
+            except ServerError:
+                self.server = None
+                self.mode, self.reason = "spawn", "the fork server failed; spawning from now on"
+                raise
+        return spawn.run(self.config, item.nodeid, orders, timeout)
+
+    def run(self, item: pytest.Item) -> tuple[list[pytest.TestReport], crash.ChildResult]:
+        """Run item cold; its reports (always a teardown one) and what the child recorded."""
+        self.count += 1
+        test_dir = os.path.join(self.base, f"{self.count:05d}")
+        os.makedirs(test_dir)
+        result = crash.ChildResult()
+        mode, reason = self.mode, self.reason
+        try:
+            timeout, timeout_source = options.timeout_for(item)
+            orders = self._orders(item, test_dir)
+            ended = self._launch(item, orders, timeout)
+            mode, reason = orders["mode"], orders["mode_reason"]
+            result = crash.read_records(self.config, item, test_dir)
+            reports = crash.complete(item, result, ended, test_dir, timeout, timeout_source)
+            if self._echo_output():
+                crash.echo_uncaptured(test_dir)
+        except (KeyboardInterrupt, SystemExit):
+            self.kill()
+            raise
+        except Exception:
+            reports = crash.parent_failure(
+                item, "pytest-coldcompile could not run the cold child:\n" + traceback.format_exc()
+            )
+        finally:
+            shutil.rmtree(test_dir, ignore_errors=True)
+        reports[-1].user_properties.extend(report.properties(mode, reason, result.summary))
+        return reports, result
+
+    def _echo_output(self) -> bool:
+        # With -s the user watches output live; a child's arrives when it ends.
+        return getattr(self.config.option, "capture", "fd") == "no"

@@ -1,0 +1,211 @@
+"""Options, ini keys and markers of pytest-coldcompile: help texts, validation, precedence.
+
+Every setting is resolved here, marker > command line > ini, and a bad value is reported
+with where it came from. The resolved settings live in ``config.stash``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MODES = ("auto", "fork", "spawn")
+
+COLD_HELP = (
+    "Run every collected test cold: in a child process that has compiled nothing before, "
+    "with private empty Inductor/FX-graph/AOTAutograd/Triton caches and every launch "
+    "selector reset. The cold_compile marker does this for one test."
+)
+MODE_HELP = (
+    "How a cold child starts: 'auto' forks from a clean fork server taken before the first "
+    "test when that is safe, and spawns a fresh interpreter when the pytest process has "
+    "initialized CUDA or cannot fork; 'fork'; 'spawn'. Default: auto."
+)
+TIMEOUT_HELP = (
+    "Kill a cold child, with its process group, when it runs longer than SECONDS; the test "
+    "fails saying 'timeout'. 0 means no limit (the default). cold_compile(timeout=...) "
+    "overrides it for one test."
+)
+SMEM_HELP = (
+    "Cap the per-block shared memory, in BYTES, that Triton, Inductor and launch selectors "
+    "see: kernels over it fail to load with Triton's OutOfResources. Applies to cold children "
+    "and, from setup to teardown, to tests run in-process. The smem_limit marker overrides it."
+)
+REPORT_HELP = "Write a JSON report of every cold test, keyed by node id, to PATH."
+CHILD_HELP = argparse.SUPPRESS  # internal: a spawned cold child reads its orders from this file
+
+MARKERS = {
+    "cold_compile": (
+        "cold_compile(timeout=None): run this test cold, in a child process that has compiled "
+        "nothing before, with private empty caches and launch selectors reset; timeout in "
+        "seconds overrides --cold-compile-timeout."
+    ),
+    "requires_cuda": "requires_cuda: skip unless a CUDA device is visible.",
+    "requires_smem": (
+        "requires_smem(BYTES): skip unless the per-block shared memory of the CUDA device "
+        "(its opt-in limit, lowered by any smem_limit/--smem-limit cap) is at least BYTES."
+    ),
+    "smem_limit": (
+        "smem_limit(BYTES): emulate a device with at most BYTES of shared memory per block: "
+        "kernels over it fail to load with Triton's OutOfResources."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    cold_all: bool
+    mode: str
+    mode_source: str
+    timeout: float | None
+    timeout_source: str
+    smem_limit: int | None
+    smem_source: str
+    report_path: Path | None
+    child_orders: str | None  # set only in a spawned cold child
+
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cold-compile", "cold compile isolation (pytest-coldcompile)")
+    group.addoption("--cold-compile", action="store_true", default=None, help=COLD_HELP)
+    group.addoption("--cold-compile-mode", metavar="MODE", default=None, help=MODE_HELP)
+    group.addoption("--cold-compile-timeout", metavar="SECONDS", default=None, help=TIMEOUT_HELP)
+    group.addoption("--smem-limit", metavar="BYTES", default=None, help=SMEM_HELP)
+    group.addoption("--cold-compile-report", metavar="PATH", default=None, help=REPORT_HELP)
+    group.addoption("--cold-compile-child", metavar="ORDERS", default=None, help=CHILD_HELP)
+    parser.addini("cold_compile", COLD_HELP, type="bool", default=False)
+    parser.addini("cold_compile_mode", MODE_HELP, default="auto")
+    parser.addini("cold_compile_timeout", TIMEOUT_HELP, default="0")
+    parser.addini("smem_limit", SMEM_HELP, default="")
+
+
+def parse_mode(value: Any, source: str) -> str:
+    text = str(value).strip().lower()
+    if text not in MODES:
+        raise pytest.UsageError(f"{source}: expected one of {', '.join(MODES)}, got {value!r}")
+    return text
+
+
+def parse_timeout(value: Any, source: str) -> float | None:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"{source}: expected a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise pytest.UsageError(f"{source}: expected seconds >= 0 (0: no limit), got {value!r}")
+    return seconds or None
+
+
+def parse_bytes(value: Any, source: str, error: type[Exception] = pytest.UsageError) -> int:
+    if isinstance(value, bool):
+        raise error(f"{source}: expected a positive whole number of bytes, got {value!r}")
+    if isinstance(value, int):
+        number = value
+    else:
+        try:
+            number = int(str(value).strip().replace("_", ""))
+        except ValueError:
+            raise error(
+                f"{source}: expected a positive whole number of bytes, got {value!r}"
+            ) from None
+    if number <= 0:
+        raise error(f"{source}: expected a positive whole number of bytes, got {value!r}")
+    return number
+
+
+def load(config: pytest.Config) -> Settings:
+    """Resolve command line > ini for every option, validating each with its source named."""
+    opt = config.option
+    cold_all = bool(opt.cold_compile) or bool(config.getini("cold_compile"))
+
+    if opt.cold_compile_mode is not None:
+        mode_source = "--cold-compile-mode"
+        mode = parse_mode(opt.cold_compile_mode, mode_source)
+    else:
+        mode_source = "ini cold_compile_mode"
+        mode = parse_mode(config.getini("cold_compile_mode") or "auto", mode_source)
+        if mode == "auto":
+            mode_source = "default"
+
+    if opt.cold_compile_timeout is not None:
+        timeout_source = "--cold-compile-timeout"
+        timeout = parse_timeout(opt.cold_compile_timeout, timeout_source)
+    else:
+        timeout_source = "ini cold_compile_timeout"
+        timeout = parse_timeout(config.getini("cold_compile_timeout") or "0", timeout_source)
+
+    smem_limit: int | None = None
+    smem_source = ""
+    if opt.smem_limit is not None:
+        smem_source = "--smem-limit"
+        smem_limit = parse_bytes(opt.smem_limit, smem_source)
+    elif str(config.getini("smem_limit")).strip():
+        smem_source = "ini smem_limit"
+        smem_limit = parse_bytes(config.getini("smem_limit"), smem_source)
+
+    report = Path(opt.cold_compile_report) if opt.cold_compile_report else None
+    return Settings(
+        cold_all=cold_all,
+        mode=mode,
+        mode_source=mode_source,
+        timeout=timeout,
+        timeout_source=timeout_source,
+        smem_limit=smem_limit,
+        smem_source=smem_source,
+        report_path=report,
+        child_orders=opt.cold_compile_child,
+    )
+
+
+def settings(config: pytest.Config) -> Settings:
+    return config.stash[SETTINGS_KEY]
+
+
+def is_cold(item: pytest.Item) -> bool:
+    return settings(item.config).cold_all or item.get_closest_marker("cold_compile") is not None
+
+
+def timeout_for(item: pytest.Item) -> tuple[float | None, str]:
+    """The cold child's time limit for item and where it came from: marker > option > ini."""
+    marker = item.get_closest_marker("cold_compile")
+    if marker is not None and marker.kwargs.get("timeout") is not None:
+        source = f"cold_compile(timeout=...) marker of {item.nodeid}"
+        try:
+            return parse_timeout(marker.kwargs["timeout"], source), source
+        except pytest.UsageError as exc:
+            raise ValueError(str(exc)) from None
+    s = settings(item.config)
+    return s.timeout, s.timeout_source
+
+
+def smem_limit_for(item: pytest.Item) -> tuple[int | None, str]:
+    """The shared-memory cap for item and where it came from: marker > option > ini.
+
+    Raises ValueError naming the marker when its argument is not a positive byte count.
+    """
+    marker = item.get_closest_marker("smem_limit")
+    if marker is not None:
+        source = f"smem_limit marker of {item.nodeid}"
+        if len(marker.args) != 1 or marker.kwargs:
+            raise ValueError(f"{source}: expected smem_limit(BYTES), got {marker!r}")
+        return parse_bytes(marker.args[0], source, ValueError), source
+    s = settings(item.config)
+    return s.smem_limit, s.smem_source
+
+
+def required_smem(item: pytest.Item) -> int | None:
+    marker = item.get_closest_marker("requires_smem")
+    if marker is None:
+        return None
+    source = f"requires_smem marker of {item.nodeid}"
+    if len(marker.args) != 1 or marker.kwargs:
+        raise ValueError(f"{source}: expected requires_smem(BYTES), got {marker!r}")
+    return parse_bytes(marker.args[0], source, ValueError)

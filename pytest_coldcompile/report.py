@@ -1,0 +1,146 @@
+"""What cold runs report: figures as user properties (hence JUnit XML), the terminal summary
+table, and the ``--cold-compile-report`` JSON file.
+
+Figures travel on the teardown report's user_properties, so an xdist controller sees them too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_coldcompile import device
+
+PREFIX = "cold_compile."
+FIGURES = (
+    "compile_s",
+    "frames",
+    "forward_graphs",
+    "backward_graphs",
+    "probed",
+    "admitted",
+    "fallback",
+    "max_admitted_shared",
+)
+COLUMNS = (  # (heading, key)
+    ("compile s", "compile_s"),
+    ("frames", "frames"),
+    ("fwd", "forward_graphs"),
+    ("bwd", "backward_graphs"),
+    ("probed", "probed"),
+    ("admitted", "admitted"),
+    ("fallback", "fallback"),
+    ("max smem", "max_admitted_shared"),
+)
+
+
+def properties(mode: str, reason: str, summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The user properties a cold test's teardown report carries."""
+    props: list[tuple[str, Any]] = [(PREFIX + "mode", mode), (PREFIX + "mode_reason", reason)]
+    if summary:
+        props += [(PREFIX + key, summary.get(key)) for key in FIGURES]
+        if summary.get("selectors"):
+            props.append((PREFIX + "selectors", ",".join(summary["selectors"])))
+    return props
+
+
+def _outcome(report: pytest.TestReport, before: str | None) -> str:
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "setup":
+        return "error" if report.failed else "skipped" if report.skipped else "passed"
+    if report.when == "call":
+        if report.skipped:
+            return "xfailed" if xfail else "skipped"
+        if report.passed:
+            return "xpassed" if xfail else "passed"
+        return "failed"
+    if report.failed and before not in ("failed", "error"):  # teardown
+        return "error"
+    return before or "passed"
+
+
+class ColdReporter:
+    """Collects cold tests' figures from logged reports; prints and writes them at the end."""
+
+    def __init__(self, config: pytest.Config, report_path: Path | None) -> None:
+        self.config = config
+        self.report_path = report_path
+        self.tests: dict[str, dict[str, Any]] = {}
+        self._outcomes: dict[str, str] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        nodeid = report.nodeid
+        self._outcomes[nodeid] = _outcome(report, self._outcomes.get(nodeid))
+        if report.when != "teardown":
+            return
+        final = self._outcomes.pop(nodeid)
+        figures = {
+            name[len(PREFIX) :]: value
+            for name, value in report.user_properties
+            if isinstance(name, str) and name.startswith(PREFIX)
+        }
+        if figures:
+            self.tests[nodeid] = {"outcome": final, **figures}
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.tests:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", f"cold compile summary: {len(self.tests)} cold tests")
+        for (mode, reason), count in sorted(
+            Counter(
+                (t.get("mode", "?"), t.get("mode_reason", "")) for t in self.tests.values()
+            ).items()
+        ):
+            tr.write_line(f"{count} run as {mode} ({reason})")
+        for line in table(self.tests):
+            tr.write_line(line)
+        tr.write_line(cuda_state_line())
+        if self.report_path is not None:
+            tr.write_line(f"cold compile report written to {self.report_path}")
+
+    def pytest_sessionfinish(self) -> None:
+        if self.report_path is None or hasattr(self.config, "workerinput"):
+            return  # xdist workers: the controller writes it
+        self.report_path.parent.mkdir(parents=True, exist_ok=True)
+        self.report_path.write_text(json.dumps(self.tests, indent=2, sort_keys=True) + "\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def table(tests: dict[str, dict[str, Any]]) -> list[str]:
+    headings = ["test", "outcome", *(h for h, _ in COLUMNS)]
+    rows = [
+        [nodeid, t.get("outcome", "?"), *(_cell(t.get(key)) for _, key in COLUMNS)]
+        for nodeid, t in sorted(tests.items())
+    ]
+    widths = [max(len(r[i]) for r in [headings, *rows]) for i in range(len(headings))]
+    widths[0] = min(widths[0], 60)
+
+    def fmt(row: list[str]) -> str:
+        first = row[0] if len(row[0]) <= widths[0] else "..." + row[0][-(widths[0] - 3) :]
+        cells = [first.ljust(widths[0]), row[1].ljust(widths[1])]
+        cells += [c.rjust(w) for c, w in zip(row[2:], widths[2:], strict=True)]
+        return "  ".join(cells).rstrip()
+
+    return [fmt(headings), *(fmt(r) for r in rows)]
+
+
+def cuda_state_line() -> str:
+    """What this pytest process did with CUDA; the plugin itself never initializes it."""
+    loaded = device.cuda_driver_loaded()
+    initialized = device.torch_cuda_initialized()
+    return (
+        f"pytest process: torch.cuda initialized: {'yes' if initialized else 'no'}; "
+        f"CUDA driver (libcuda) loaded: {'yes' if loaded else 'no'}"
+    )

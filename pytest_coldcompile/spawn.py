@@ -1,0 +1,201 @@
+"""Spawned cold children: a fresh interpreter running pytest on one node id.
+
+Used when the pytest process cannot fork safely (it initialized CUDA) or when asked to. The
+child gets the parent's command line minus what must not reach it (xdist, reports, reruns
+and selection options), and writes its reports to a file like a forked child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_coldcompile import child
+from pytest_coldcompile.forkserver import ChildExit
+
+# Destinations of options that must not reach a child running one test: distribution,
+# report files, selection and rerun state, interactive debugging, terminal chatter.
+DROP = frozenset(
+    {
+        "numprocesses",
+        "dist",
+        "tx",
+        "maxprocesses",
+        "looponfail",
+        "rsyncdir",
+        "rsyncignore",
+        "xmlpath",
+        "cold_compile_report",
+        "cold_compile_child",
+        "cold_compile",
+        "cold_compile_mode",
+        "resultlog",
+        "htmlpath",
+        "lf",
+        "last_failed_no_failures",
+        "failedfirst",
+        "newfirst",
+        "cacheclear",
+        "stepwise",
+        "stepwise_skip",
+        "exitfirst",
+        "maxfail",
+        "keyword",
+        "markexpr",
+        "deselect",
+        "ignore",
+        "ignore_glob",
+        "basetemp",
+        "usepdb",
+        "usepdb_cls",
+        "trace",
+        "collectonly",
+        "pastebin",
+        "help",
+        "version",
+        "setuponly",
+        "setupshow",
+        "setupplan",
+        "durations",
+        "durations_min",
+        "verbose",
+        "reportchars",
+        "color",
+        "debug",
+        "showfixtures",
+        "show_fixtures_per_test",
+        "markers",
+        "override_ini",
+    }
+)
+
+
+def _actions(config: pytest.Config) -> dict[str, Any]:
+    parser = config._parser
+    argparser = getattr(parser, "optparser", None)
+    if argparser is None and hasattr(parser, "_getparser"):
+        argparser = parser._getparser()
+    return dict(getattr(argparser, "_option_string_actions", {}))
+
+
+def _takes_value(action: Any) -> bool:
+    return action is not None and action.nargs != 0
+
+
+def filter_args(args: list[str], config: pytest.Config) -> list[str]:
+    """args without positionals and without the options in DROP (and their values)."""
+    actions = _actions(config)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token == "--":
+            break  # only positionals follow
+        if not token.startswith("-") or token == "-":
+            continue  # a file or node id: the child gets its own
+        if token.startswith("--"):
+            name, eq, _ = token.partition("=")
+            action = actions.get(name)
+            group = [token]
+            if _takes_value(action) and not eq and i < len(args):
+                group.append(args[i])
+                i += 1
+        else:  # short options, possibly clustered (-vx) or with an attached value (-n2)
+            action = actions.get(token[:2])
+            group = [token]
+            if _takes_value(action) and len(token) == 2 and i < len(args):
+                group.append(args[i])
+                i += 1
+        if action is None or action.dest not in DROP:
+            out.extend(group)
+    return out
+
+
+def _overrides(config: pytest.Config) -> list[str]:
+    """-o values that pass through: all but addopts, which is rebuilt filtered."""
+    out = []
+    for item in getattr(config.option, "override_ini", None) or []:
+        if not item.split("=", 1)[0].strip() == "addopts":
+            out += ["-o", item]
+    return out
+
+
+def command(config: pytest.Config, nodeid: str, orders_path: str, test_dir: str) -> list[str]:
+    ini_addopts = config.getini("addopts") if config.inipath else []
+    env_addopts = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    args = [*ini_addopts, *env_addopts, *config.invocation_params.args]
+    cmd = [sys.executable, "-m", "pytest", *filter_args(list(args), config), *_overrides(config)]
+    cmd += ["-o", "addopts=", "-p", "no:terminal"]
+    # Registered through its entry point unless autoload is off; twice would be an error.
+    if (
+        os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+        and config.pluginmanager.get_plugin("pytest_coldcompile.plugin") is None
+    ):
+        cmd += ["-p", "pytest_coldcompile.plugin"]
+    cmd += ["--rootdir", str(config.rootpath)]
+    if config.inipath:
+        cmd += ["-c", str(config.inipath)]
+    cmd += ["-o", f"cache_dir={Path(test_dir) / 'pytest-cache'}"]
+    cmd += ["--basetemp", str(Path(test_dir) / "basetemp")]
+    cmd += ["--cold-compile-child", orders_path, "--", str(config.rootpath / nodeid)]
+    return cmd
+
+
+def run(
+    config: pytest.Config, nodeid: str, orders: dict[str, Any], timeout: float | None
+) -> ChildExit:
+    test_dir = orders["dir"]
+    orders_path = os.path.join(test_dir, child.ORDERS)
+    Path(orders_path).write_text(json.dumps({**orders, "nodeid": nodeid}))
+    env = child.child_environ(test_dir, orders, dict(os.environ))
+    env["PYTEST_ADDOPTS"] = ""
+    cmd = command(config, nodeid, orders_path, test_dir)
+    began = time.monotonic()
+    with (
+        open(os.path.join(test_dir, child.RAW_OUT), "ab") as out,
+        open(os.path.join(test_dir, child.RAW_ERR), "ab") as err,
+    ):
+        # A session of its own: the timeout kills the whole group, compilers included.
+        proc = subprocess.Popen(
+            cmd,
+            cwd=config.invocation_params.dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        result = ChildExit(pid=proc.pid)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            result.timed_out = True
+        except BaseException:  # an interrupt: the child must not outlive us
+            _kill_group(proc.pid)
+            proc.wait()
+            raise
+        _kill_group(proc.pid)
+        code = proc.wait()
+    result.seconds = time.monotonic() - began
+    if code < 0:
+        result.signal = -code
+    else:
+        result.returncode = code
+    return result
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
