@@ -98,7 +98,8 @@ def _smem_cap() -> int | None:
     return cap
 
 
-def _capped(limit: int) -> int:
+def capped(limit: int) -> int:
+    """``limit`` lowered to the emulated cap, if one is set."""
     cap = _smem_cap()
     return limit if cap is None else min(limit, cap)
 
@@ -126,11 +127,11 @@ def limits_for(device: torch.device) -> DeviceLimits | None:
 
         index = device.index if device.index is not None else torch.cuda.current_device()
         name, arch = _physical_device(index)
-        shared = _capped(compiler.max_shared_mem(index))
+        shared = capped(compiler.max_shared_mem(index))
         return DeviceLimits(f"{name} (sm_{arch}, cuda:{index})", name, arch, shared, index)
     name = os.environ.get(DEVICE_ENV)
     if not name:
         return None
     chosen = profile(name)
     return DeviceLimits(f"profile {chosen.name} (sm_{chosen.arch})", chosen.device_name,
-                        chosen.arch, _capped(chosen.shared_per_block), None)
+                        chosen.arch, capped(chosen.shared_per_block), None)

@@ -31,8 +31,8 @@ CACHED = "cached"
 UNSUPPORTED = "unsupported_dtype"
 
 # Tile axes, most aggressive first. Chosen from the offline sweep of shared memory, registers
-# and spills on sm_90 and sm_120 (docs/evidence/); the H200 timings live in gridpair.tuned.
-_BLOCK_CHANNELS = (64, 32, 16)
+# and spills on sm_90 and sm_120 (docs/evidence/); H200 timings live in gridpair.tuned.
+_BLOCK_ROWS = (128, 64, 32, 16)
 _BLOCK_GRID = (64, 32, 16)
 _STAGES = (3, 2, 1)
 _WARPS = (8, 4)
@@ -89,7 +89,7 @@ class Decision:
 def accumulator_registers(op: str, geometry: Geometry, tile: Tile) -> int:
     """fp32 registers per thread the tile's resident accumulators take."""
     main, tail = slot_cover(geometry.slots)
-    values = len(RESULTS[op]) * (main + tail) * tile.block_channels
+    values = len(RESULTS[op]) * (main + tail) * tile.block_rows
     return values // (tile.num_warps * 32)
 
 
@@ -99,18 +99,16 @@ def _power_of_two_at_least(n: int) -> int:
 
 def generated_candidates(op: str, geometry: Geometry) -> list[Tile]:
     """The ladder from the most to the least aggressive tile whose accumulators stay in
-    registers; blocks larger than the channel or grid extent are left out."""
-    widest_channels = _power_of_two_at_least(geometry.channels)
+    registers; grid blocks larger than the grid are left out."""
     widest_grid = _power_of_two_at_least(geometry.grid)
     ladder = []
-    for channels, grid, stages, warps in product(_BLOCK_CHANNELS, _BLOCK_GRID, _STAGES, _WARPS):
-        if channels > widest_channels or grid > widest_grid:
-            continue
-        tile = Tile(channels, grid, stages, warps)
-        if accumulator_registers(op, geometry, tile) <= _ACCUMULATOR_REGISTERS:
+    for rows, grid, stages, warps in product(_BLOCK_ROWS, _BLOCK_GRID, _STAGES, _WARPS):
+        tile = Tile(rows, grid, stages, warps)
+        registers = accumulator_registers(op, geometry, tile)
+        if grid <= widest_grid and registers <= _ACCUMULATOR_REGISTERS:
             ladder.append(tile)
     if not ladder:  # even the smallest tile is over the budget: offer the smallest anyway
-        ladder.append(Tile(_BLOCK_CHANNELS[-1], _BLOCK_GRID[-1], _STAGES[-1], _WARPS[0]))
+        ladder.append(Tile(_BLOCK_ROWS[-1], _BLOCK_GRID[-1], _STAGES[-1], _WARPS[0]))
     return ladder
 
 
@@ -170,7 +168,7 @@ class LaunchSelector:
         first = operands[0]
         signature = Signature(
             first.dtype,
-            tuple(_aligned(x) for x in (*operands, *projectors)),
+            tuple(_aligned(x) for x in operands),
             any(_wide(x) for x in operands),
         )
         return LaunchKey(op, limits.identity, limits.shared,
@@ -264,9 +262,9 @@ def _aligned(tensor: Tensor) -> bool:
 
 
 def _wide(tensor: Tensor) -> bool:
-    """Whether a stride or the pair count of this operand exceeds 32-bit launch scalars."""
+    """Whether a stride or the row count of this operand exceeds 32-bit launch scalars."""
     bound = 2**31 - 1
-    extents = (*tensor.stride(), tensor.shape[0] * tensor.shape[2])
+    extents = (*tensor.stride(), tensor.shape[0] * tensor.shape[2] * tensor.shape[3])
     return any(isinstance(v, int) and v > bound for v in extents)
 
 

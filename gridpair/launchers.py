@@ -39,9 +39,10 @@ class Geometry:
 
 @dataclass(frozen=True, order=True)
 class Tile:
-    """A launch configuration: channel block, grid block, pipeline stages, warps."""
+    """A launch configuration: row block ((pair, channel) rows: the channel block), grid
+    block, pipeline stages, warps."""
 
-    block_channels: int
+    block_rows: int
     block_grid: int
     num_stages: int
     num_warps: int
@@ -50,7 +51,7 @@ class Tile:
         return asdict(self)
 
     def __str__(self) -> str:
-        return (f"BC={self.block_channels} BG={self.block_grid} "
+        return (f"BM={self.block_rows} BG={self.block_grid} "
                 f"stages={self.num_stages} warps={self.num_warps}")
 
 
@@ -90,7 +91,7 @@ def kernel_constexprs(geometry: Geometry, tile: Tile, dtype: torch.dtype) -> dic
         "SLOTS": geometry.slots,
         "SLOTS_MAIN": slots_main,
         "SLOTS_TAIL": slots_tail,
-        "BLOCK_C": tile.block_channels,
+        "BLOCK_M": tile.block_rows,
         "BLOCK_G": tile.block_grid,
         "PRECISION": dot_precision(dtype),
     }
@@ -100,24 +101,32 @@ def kernel_arguments(
     operands: Sequence[object],
     projectors: Sequence[object],
     results: Sequence[object],
+    n_rows: object,
     strides: Sequence[Sequence[object]],
 ) -> list[object]:
-    """Runtime arguments in kernel order: operands, projectors, results, operand strides."""
-    return [*operands, *projectors, *results, *(s for stride in strides for s in stride)]
+    """Runtime arguments in kernel order: operands, padded projectors, results, the row count
+    and the operand strides."""
+    return [*operands, *projectors, *results, n_rows, *(s for stride in strides for s in stride)]
 
 
-def launch_grid(n_nodes: int, geometry: Geometry, tile: Tile) -> tuple[int, int]:
-    """One program per (node, focus) pair and channel block."""
-    channel_blocks = -(-geometry.channels // tile.block_channels)
-    return (n_nodes * geometry.focus, channel_blocks)
+def pad_projector(projector: Tensor) -> Tensor:
+    """A fresh contiguous copy zero-padded to the kernels' slot cover: no slot masks, aligned
+    rows, and always 16-byte aligned, whatever the caller's tensor."""
+    main, tail = slot_cover(projector.shape[1])
+    return torch.nn.functional.pad(projector, (0, main + tail - projector.shape[1])).contiguous()
+
+
+def launch_grid(n_rows: int, tile: Tile) -> tuple[int]:
+    """One program per block of (pair, channel) rows."""
+    return (-(-n_rows // tile.block_rows),)
 
 
 def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
            n_frames: int, tile: Tile) -> tuple[Tensor, ...]:
     """Run kernel ``op`` ("fwd", "bwd", "bwd2") with ``tile``; return its fresh results.
 
-    Operands are (N, D, F, K*C) in any strides, projectors contiguous (G, D*K); results are
-    contiguous, in the operands' dtype.
+    Operands are (N, D, F, K*C) in any strides, projectors (G, D*K); results are contiguous,
+    in the operands' dtype.
     """
     if len(operands) != len(OPERANDS[op]):
         raise ValueError(f"{op}: expected operands {OPERANDS[op]}, got {len(operands)} tensors")
@@ -125,11 +134,12 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     geometry = Geometry.of(first, to_grid, n_frames)
     results = tuple(torch.empty(first.shape, dtype=first.dtype, device=first.device)
                     for _ in RESULTS[op])
-    grid = launch_grid(first.shape[0], geometry, tile)
-    if grid[0] == 0 or grid[1] == 0:
+    n_rows = first.shape[0] * geometry.focus * geometry.channels
+    if n_rows == 0:
         return results
-    args = kernel_arguments(operands, (to_grid, from_grid), results,
-                            [x.stride() for x in operands])
+    args = kernel_arguments(operands, (pad_projector(to_grid), pad_projector(from_grid)),
+                            results, n_rows, [x.stride() for x in operands])
+    grid = launch_grid(n_rows, tile)
     kernel = KERNELS[op]
     runner = wrap_triton(kernel) if not _interpreted(kernel) else kernel
     runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype),

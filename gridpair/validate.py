@@ -38,8 +38,8 @@ class Signature:
     """Everything about the operands that specializes a compile: no data, no sizes of N."""
 
     dtype: torch.dtype
-    aligned: tuple[bool, ...]  # operands then projectors: base address a multiple of 16 bytes
-    wide: bool  # some stride or pair count needs 64-bit launch scalars
+    aligned: tuple[bool, ...]  # per operand: base address a multiple of 16 bytes
+    wide: bool  # some stride or the row count needs 64-bit launch scalars
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,13 @@ class _Operand(MockTensor):
 
 def _placeholder_arguments(op: str, signature: Signature) -> list[object]:
     n_operands = len(OPERANDS[op])
-    mocks = [_Operand(signature.dtype, aligned) for aligned in signature.aligned]
+    operands = [_Operand(signature.dtype, aligned) for aligned in signature.aligned]
+    # Padded projectors and results are fresh allocations: always aligned.
+    projectors = [_Operand(signature.dtype, True) for _ in range(2)]
     results = [_Operand(signature.dtype, True) for _ in RESULTS[op]]
     scalar = WIDE_LAUNCH_SCALAR_PLACEHOLDER if signature.wide else LAUNCH_SCALAR_PLACEHOLDER
     strides = [(scalar,) * 4] * n_operands
-    return kernel_arguments(mocks[:n_operands], mocks[n_operands:], results, strides)
+    return kernel_arguments(operands, projectors, results, scalar, strides)
 
 
 def compile_on_device(op: str, geometry: Geometry, tile: Tile, signature: Signature,
@@ -76,7 +78,7 @@ def compile_on_device(op: str, geometry: Geometry, tile: Tile, signature: Signat
     kernel = KERNELS[op]
     with torch.cuda.device(limits.index):
         compiled = kernel.warmup(
-            *_placeholder_arguments(op, signature), grid=(1, 1),
+            *_placeholder_arguments(op, signature), grid=(1,),
             **kernel_constexprs(geometry, tile, signature.dtype),
             num_warps=tile.num_warps, num_stages=tile.num_stages,
         )

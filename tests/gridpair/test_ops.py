@@ -1,0 +1,105 @@
+"""The custom-op chain torch.ops.gridpair.* on the CPU: conformance (opcheck), derivatives to
+second order against float64 autograd of the reference, fake tensors, odd and strided shapes."""
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from gridpair import grid_pair, reference_grid_pair
+from numerics import (
+    assert_within_reference_error,
+    draw,
+    force_quantities,
+    reference_quantities,
+)
+
+SHAPES = [  # (nodes, degrees, focus, frames, channels, grid)
+    (3, 9, 2, 3, 4, 23),
+    (2, 49, 1, 3, 3, 37),
+    (4, 16, 2, 1, 7, 19),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "N{}-D{}-F{}-K{}-C{}-G{}".format(*s))
+@pytest.mark.parametrize("layout", ["contiguous", "degree_major"])
+def test_forward_first_and_second_order_against_float64(shape, layout):
+    ops = draw(*shape, seed=11, layout=layout)
+    reference32, exact = reference_quantities(ops, torch.float32)
+    fused = force_quantities(grid_pair, ops.to(torch.float32))
+    assert_within_reference_error(fused, reference32, exact, factor=5.0)
+
+
+def test_float64_operands_are_exact_to_rounding():
+    ops = draw(2, 9, 2, 3, 4, 23, seed=3)
+    got = force_quantities(grid_pair, ops)
+    want = force_quantities(reference_grid_pair, ops)
+    for name in got:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-12, atol=1e-12)
+
+
+def test_gradcheck_and_gradgradcheck_through_the_ops():
+    ops = draw(2, 4, 2, 2, 3, 5, seed=4)
+    left = ops.left.requires_grad_()
+    right = ops.right.requires_grad_()
+
+    def fn(a, b):
+        return grid_pair(a, b, ops.to_grid, ops.from_grid, 2)
+
+    assert torch.autograd.gradcheck(fn, (left, right))
+    assert torch.autograd.gradgradcheck(fn, (left, right))
+
+
+def test_third_order_goes_through_the_reference_second_backward():
+    ops = draw(2, 4, 1, 2, 2, 5, seed=5)
+    args = [ops.cotangent, ops.left, ops.right, ops.grad_grad_left, ops.grad_grad_right]
+    args = [a.clone().requires_grad_() for a in args]
+
+    def bwd2(*xs):
+        return torch.ops.gridpair.grid_pair_bwd2(*xs, ops.to_grid, ops.from_grid, 2)
+
+    assert torch.autograd.gradcheck(bwd2, args)
+
+
+def _op_args(op, ops):
+    proj = (ops.to_grid, ops.from_grid, ops.n_frames)
+    if op == "grid_pair_fwd":
+        return (ops.left, ops.right, *proj)
+    if op == "grid_pair_bwd":
+        return (ops.cotangent, ops.left, ops.right, *proj)
+    return (ops.cotangent, ops.left, ops.right, ops.grad_grad_left, ops.grad_grad_right, *proj)
+
+
+@pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_opcheck(op, dtype):
+    ops = draw(2, 9, 2, 3, 2, 11, seed=6, layout="degree_major").to(dtype)
+    # Coefficient operands are differentiated; projectors are constants.
+    args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) and a.dim() == 4 else a
+                 for a in _op_args(op, ops))
+    torch.library.opcheck(getattr(torch.ops.gridpair, op).default, args)
+
+
+@pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
+def test_fake_tensors_give_shapes_and_dtypes(op):
+    ops = draw(3, 9, 2, 3, 4, 23, seed=7, layout="degree_major").to(torch.float32)
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a
+                for a in _op_args(op, ops)]
+        result = getattr(torch.ops.gridpair, op)(*fake)
+    results = result if isinstance(result, tuple) else (result,)
+    assert len(results) == {"grid_pair_fwd": 1, "grid_pair_bwd": 2, "grid_pair_bwd2": 3}[op]
+    for r in results:
+        assert r.shape == ops.left.shape and r.dtype == torch.float32 and r.is_contiguous()
+
+
+def test_empty_batch():
+    ops = draw(0, 9, 2, 3, 4, 23, seed=8).to(torch.float32)
+    out = grid_pair(ops.left, ops.right, ops.to_grid, ops.from_grid, 3)
+    assert out.shape == (0, 9, 2, 12)
+
+
+def test_autocast_rule_is_registered_for_every_op():
+    key = torch._C.DispatchKey.AutocastCUDA
+    for op in ("grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"):
+        overload = getattr(torch.ops.gridpair, op).default
+        assert overload.has_kernel_for_dispatch_key(key), op
