@@ -6,7 +6,6 @@ parent-side machinery (engine, fork server, reports); the parent reads its recor
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import functools
 import json
@@ -429,13 +428,16 @@ class WarningSink:
         )
 
 
-def _catch_warnings(item: pytest.Item) -> Any:
-    """What pytest's warnings plugin wraps around a test's protocol, which a fork skips."""
-    try:
-        from _pytest.warnings import catch_warnings_for_item
-    except ImportError:
-        return contextlib.nullcontext()
-    return catch_warnings_for_item(item.config, ihook=item.ihook, when="runtest", item=item)
+class _ForkedProtocol:
+    """The innermost protocol of a forked child: reports are written, not logged, here."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> bool:
+        from _pytest.runner import runtestprotocol
+
+        # nextitem=None: everything this child set up, session fixtures too, ends here.
+        runtestprotocol(item, nextitem=None, log=False)
+        return True
 
 
 def _flush_coverage() -> None:
@@ -454,8 +456,6 @@ def _flush_coverage() -> None:
 
 def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
     """Body of a forked cold child: run item's whole protocol here, then leave with os._exit."""
-    from _pytest.runner import runtestprotocol
-
     test_dir = orders["dir"]
     code = 0
     try:
@@ -470,9 +470,11 @@ def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
         ctx = prepare(config, orders)
         config.pluginmanager.register(ReportSink(config, test_dir), "coldcompile-report-sink")
         config.pluginmanager.register(WarningSink(test_dir), "coldcompile-warning-sink")
+        config.pluginmanager.register(_ForkedProtocol(), "coldcompile-forked-protocol")
         try:
-            with _catch_warnings(item):
-                runtestprotocol(item, nextitem=None, log=False)
+            # Through the hook, so the wrappers pytest puts around a test (assertion
+            # comparisons, warning capture, ...) are around it here too.
+            item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
         except pytest.exit.Exception as exc:
             write_record(test_dir, {"type": "exit", "msg": exc.msg, "returncode": exc.returncode})
         except KeyboardInterrupt:

@@ -115,20 +115,36 @@ class SmemCap:
 
     # -- the patches ---------------------------------------------------------------------------
     def _patch_triton_compiler(self, mod: ModuleType) -> None:
-        # CompiledKernel._init_handles looks max_shared_mem up as a module global at each load;
-        # the original is lru_cached, so wrapping (not clearing) it is what takes effect.
-        original = getattr(mod, "max_shared_mem", None)
-        if original is None:
-            return
         limit = self.limit
+        original = getattr(mod, "max_shared_mem", None)
+        if original is not None:
+            # The original is lru_cached: call what it wraps, or a capped value would stay
+            # in its cache after the cap is removed.
+            uncached = getattr(original, "__wrapped__", original)
 
-        @functools.wraps(original)
-        def max_shared_mem(device: Any) -> int:
-            return min(original(device), limit)
+            @functools.wraps(original)
+            def max_shared_mem(device: Any) -> int:
+                return min(uncached(device), limit)
 
-        self._setattr(
-            mod, "max_shared_mem", max_shared_mem, "triton.compiler.compiler.max_shared_mem"
-        )
+            self._setattr(mod, "max_shared_mem", max_shared_mem, f"{mod.__name__}.max_shared_mem")
+        try:
+            from triton.runtime.errors import OutOfResources
+        except ImportError:
+            return
+        for cls in _classes_defining(mod, "_init_handles"):
+            original_init = cls.__dict__["_init_handles"]
+
+            # Refuse before Triton's own check: that one also makes the kernel object raise
+            # on every later launch, which would outlive an in-process cap.
+            def _init_handles(kernel: Any, _original: Any = original_init) -> Any:
+                if getattr(kernel, "module", None) is None:
+                    shared = int(getattr(kernel.metadata, "shared", 0) or 0)
+                    if shared > limit:
+                        raise OutOfResources(shared, limit, "shared memory")
+                return _original(kernel)
+
+            functools.update_wrapper(_init_handles, original_init)
+            self._setattr(cls, "_init_handles", _init_handles, f"{cls.__name__}._init_handles")
 
     def _patch_triton_driver(self, mod: ModuleType) -> None:
         config = getattr(mod, "driver", None)
@@ -229,12 +245,8 @@ class SmemCap:
         except ImportError:
             return
         limit = self.limit
-        for cls in list(vars(mod).values()):
-            if not (isinstance(cls, type) and cls.__module__ == mod.__name__):
-                continue
-            original = cls.__dict__.get("load_kernel")
-            if original is None:
-                continue
+        for cls in _classes_defining(mod, "load_kernel"):
+            original = cls.__dict__["load_kernel"]
 
             def load_kernel(kernel: Any, device: int, _original: Any = original) -> None:
                 shared = int(getattr(kernel, "shared", 0) or 0)
@@ -244,6 +256,14 @@ class SmemCap:
 
             functools.update_wrapper(load_kernel, original)
             self._setattr(cls, "load_kernel", load_kernel, f"{cls.__name__}.load_kernel")
+
+
+def _classes_defining(mod: ModuleType, method: str) -> list[type]:
+    return [
+        cls
+        for cls in list(vars(mod).values())
+        if isinstance(cls, type) and cls.__module__ == mod.__name__ and method in cls.__dict__
+    ]
 
 
 def _unwrap(func: Any) -> Any:

@@ -159,6 +159,10 @@ class ColdEngine:
         mode, reason = self.mode, self.reason
         try:
             timeout, timeout_source = options.timeout_for(item)
+        except ValueError as exc:  # a bad marker argument: say so, as a setup error
+            shutil.rmtree(test_dir, ignore_errors=True)
+            return crash.parent_failure(item, str(exc)), result
+        try:
             orders = self._orders(item, test_dir)
             ended = self._launch(item, orders, timeout)
             mode, reason = orders["mode"], orders["mode_reason"]

@@ -50,7 +50,8 @@ class CompileCounter:
     """A torch.compile backend that runs Inductor and counts what it was given.
 
     ``frames``: graphs Dynamo handed to this backend (one per compiled frame; a graph break
-    makes more); ``forward_graphs``/``backward_graphs``: AOTAutograd graphs Inductor compiled;
+    makes more); ``forward_graphs``/``backward_graphs``: AOTAutograd graphs handed to Inductor
+    (the AOTAutograd cache is bypassed so that a hit cannot hide one);
     ``recompile_reasons``: Dynamo's guard failures recorded since the counter was made.
     """
 
@@ -61,10 +62,14 @@ class CompileCounter:
         self._seen = {code: len(reasons) for code, reasons in _guard_failures().items()}
 
     def __call__(self, gm: Any, example_inputs: Any) -> Any:
+        import torch._functorch.config as functorch_config
         from torch._inductor.compile_fx import compile_fx
 
         self.frames += 1
-        return compile_fx(gm, example_inputs, inner_compile=self._inner_compile)
+        # An AOTAutograd cache hit would skip Inductor, so the counts would depend on what
+        # earlier runs cached (in-process; a cold child's caches are empty anyway).
+        with functorch_config.patch(enable_autograd_cache=False):
+            return compile_fx(gm, example_inputs, inner_compile=self._inner_compile)
 
     def _inner_compile(self, gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
         from torch._inductor.compile_fx import compile_fx_inner

@@ -77,7 +77,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     engine = item.config.stash.get(ENGINE_KEY, None)
-    if engine is None or not options.is_cold(item):
+    if engine is None or child.ACTIVE is not None or not options.is_cold(item):
         return None
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)

@@ -1,0 +1,39 @@
+"""Helpers for the plugin's pytester tests: subprocess runs without gridpair's selector.
+
+The project's own gridpair entry point is hidden in these runs (its import costs seconds and is
+not what they test); entry-point loading itself is tested with a fake distribution.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+HIDE_GRIDPAIR = """
+import pytest_coldcompile.selectors as _selectors
+_selectors._entry_points = [ep for ep in _selectors.entry_points() if ep.name != "gridpair"]
+"""
+
+
+def conftest(extra: str = "") -> str:
+    return HIDE_GRIDPAIR + textwrap.dedent(extra)
+
+
+def run(pytester: pytest.Pytester, *args: str, timeout: float = 240) -> pytest.RunResult:
+    """A pytest subprocess: isolation must be tested where fork and signals are real."""
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=timeout)
+
+
+def fake_distribution(pytester: pytest.Pytester, name: str, entry_points: dict[str, str]) -> None:
+    """A dist-info on the run's sys.path (its rootdir) declaring selector entry points."""
+    info = pytester.path / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[pytest_coldcompile.selectors]\n{lines}\n")
+
+
+needs_fork = pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")

@@ -1,0 +1,66 @@
+"""compile_counter and cold_state (launch_events is in test_selectors.py)."""
+
+from __future__ import annotations
+
+import pytest
+from coldhelp import needs_fork, run
+
+
+def test_compile_counter_counts_and_fails_with_the_recompile_reasons(cold: pytest.Pytester) -> None:
+    cold.makepyfile(
+        """
+        import torch
+
+        def double_sum(x):
+            return (x * 2).sum()
+
+        def test_counter(compile_counter):
+            compiled = torch.compile(double_sum, backend=compile_counter, dynamic=False)
+            with torch.no_grad():
+                compiled(torch.ones(4))
+                compiled(torch.ones(4))  # cached: no new frame
+                compiled(torch.ones(5))  # a new shape: Dynamo recompiles
+            compile_counter.assert_graphs(frames=2, forward=2, backward=0)
+            assert len(compile_counter.recompile_reasons) == 1
+            compile_counter.assert_graphs(frames=1, backward=0)
+        """
+    )
+    result = run(cold)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*compile_counter: frames: expected 1, got 2",
+            "recompile reasons:",
+            "  - double_sum: *size mismatch at index 0. expected 4, actual 5",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*backward: expected*")  # only the counts that differ
+
+
+def test_cold_state_in_process(cold: pytest.Pytester) -> None:
+    cold.makepyfile(
+        """
+        def test_state(cold_state):
+            assert cold_state.cold is False
+            assert cold_state.mode is None and cold_state.cache_dir is None
+            assert cold_state.smem_limit is None
+        """
+    )
+    run(cold).assert_outcomes(passed=1)
+
+
+@needs_fork
+def test_cold_state_in_a_cold_child(cold: pytest.Pytester) -> None:
+    cold.makepyfile(
+        """
+        import os, pytest
+
+        @pytest.mark.cold_compile
+        @pytest.mark.smem_limit(49152)
+        def test_state(cold_state):
+            assert cold_state.cold is True and cold_state.mode == "fork"
+            assert os.path.isdir(os.path.dirname(cold_state.cache_dir))
+            assert cold_state.smem_limit == 49152
+        """
+    )
+    run(cold).assert_outcomes(passed=1)

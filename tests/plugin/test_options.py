@@ -1,0 +1,149 @@
+"""Options, ini keys and markers: documented, validated with their source, marker > CLI > ini."""
+
+from __future__ import annotations
+
+import pytest
+from coldhelp import run
+
+from pytest_coldcompile import options
+
+
+def test_help_documents_every_option_and_ini_key(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(
+        [
+            "*cold compile isolation (pytest-coldcompile)*",
+            "*--cold-compile*Run every collected test cold*",
+            "*--cold-compile-mode=MODE*",
+            "*--cold-compile-timeout=SECONDS*",
+            "*--smem-limit=BYTES*",
+            "*--cold-compile-report=PATH*",
+        ]
+    )
+    for key in ("cold_compile (bool)", "cold_compile_mode", "cold_compile_timeout", "smem_limit"):
+        result.stdout.fnmatch_lines([f"*{key}*"])
+    result.stdout.no_fnmatch_line("*--cold-compile-child*")  # internal
+
+
+def test_markers_are_documented(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.cold_compile(timeout=None): run this test cold*",
+            "*@pytest.mark.requires_cuda: skip unless a CUDA device is visible.",
+            "*@pytest.mark.requires_smem(BYTES): skip unless*",
+            "*@pytest.mark.smem_limit(BYTES): emulate a device*",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "message"),
+    [
+        (
+            ["--cold-compile-mode=sideways"],
+            "",
+            "--cold-compile-mode: expected one of auto, fork, spawn, got 'sideways'",
+        ),
+        (
+            [],
+            "cold_compile_mode = thread",
+            "ini cold_compile_mode: expected one of auto, fork, spawn, got 'thread'",
+        ),
+        (
+            ["--cold-compile-timeout=-1"],
+            "",
+            "--cold-compile-timeout: expected seconds >= 0 (0: no limit), got '-1'",
+        ),
+        (
+            [],
+            "cold_compile_timeout = soon",
+            "ini cold_compile_timeout: expected a number of seconds, got 'soon'",
+        ),
+        (
+            ["--smem-limit=lots"],
+            "",
+            "--smem-limit: expected a positive whole number of bytes, got 'lots'",
+        ),
+        (
+            [],
+            "smem_limit = 0",
+            "ini smem_limit: expected a positive whole number of bytes, got '0'",
+        ),
+    ],
+)
+def test_a_bad_value_names_where_it_came_from(
+    pytester: pytest.Pytester, args: list[str], ini: str, message: str
+) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_a_bad_marker_argument_fails_that_test_naming_the_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.smem_limit("plenty")
+        def test_a():
+            pass
+        @pytest.mark.requires_smem(-5)
+        def test_b():
+            pass
+        @pytest.mark.cold_compile(timeout="never")
+        def test_c():
+            pass
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*smem_limit marker of test_a_bad_marker*::test_a: expected a positive whole number "
+            "of bytes, got 'plenty'*",
+            "*requires_smem marker of test_a_bad_marker*::test_b: expected a positive whole "
+            "number of bytes, got -5*",
+            "*cold_compile(timeout=...) marker of test_a_bad_marker*::test_c: expected a number "
+            "of seconds, got 'never'*",
+        ]
+    )
+
+
+def test_smem_limit_precedence_marker_then_option_then_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nsmem_limit = 1000\n")
+    pytester.makepyfile(
+        """
+        import os, pytest
+        from pytest_coldcompile import SMEM_LIMIT_ENV
+
+        def test_option(cold_state):
+            assert cold_state.smem_limit == 2000
+            assert os.environ[SMEM_LIMIT_ENV] == "2000"
+
+        @pytest.mark.smem_limit(3000)
+        def test_marker(cold_state):
+            assert cold_state.smem_limit == 3000
+            assert os.environ[SMEM_LIMIT_ENV] == "3000"
+
+        def test_env_is_restored_after_teardown():
+            assert os.environ[SMEM_LIMIT_ENV] == "2000"
+        """
+    )
+    run(pytester, "--smem-limit=2000", "-p", "no:randomly").assert_outcomes(passed=3)
+    pytester.makepyfile(
+        test_ini="""
+        def test_ini(cold_state):
+            assert cold_state.smem_limit == 1000
+        """
+    )
+    run(pytester, "test_ini.py").assert_outcomes(passed=1)
+
+
+def test_timeout_resolution_unit(pytester: pytest.Pytester) -> None:
+    assert options.parse_timeout("0", "x") is None
+    assert options.parse_timeout("2.5", "x") == 2.5
+    assert options.parse_bytes("101_376", "x") == 101376
+    with pytest.raises(pytest.UsageError, match="nan"):
+        options.parse_timeout("nan", "--cold-compile-timeout")
