@@ -85,11 +85,7 @@ class ForkServer:
     def start(self) -> None:
         server_in, to_server = os.pipe()
         from_server, server_out = os.pipe()
-        # Python 3.12 warns when forking a process with threads (xdist's execnet has one);
-        # the server is single-threaded and only forks, so the warning does not apply.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+        pid = _fork()
         if pid == 0:
             code = 0
             try:
@@ -123,7 +119,7 @@ class ForkServer:
             if request is None or request.get("op") == "exit":
                 return
             request["preload_error"] = preload_error
-            pid = os.fork()
+            pid = _fork()
             if pid == 0:
                 os.setpgid(0, 0)
                 os.close(inbox)
@@ -198,6 +194,15 @@ class ForkServer:
             except ProcessLookupError:
                 pass
         self.stop()
+
+
+def _fork() -> int:
+    # Python 3.12 warns when forking a process with threads (xdist's execnet has one, an
+    # import may start more); the forked side only runs the test or forks again, and under
+    # -W error the warning would raise after the fork had happened.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
 
 
 def _kill_group(pgid: int) -> None:

@@ -15,6 +15,7 @@ __all__ = ["cold_state", "compile_counter", "launch_events"]
 
 ENGINE_KEY = pytest.StashKey[ColdEngine]()
 CAP_KEY = pytest.StashKey[emulate.SmemCap]()
+DEVICE_SKIP_KEY = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -132,7 +133,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     needs_cuda = item.get_closest_marker("requires_cuda") is not None
     needs_smem = options.required_smem(item)
     if needs_cuda or needs_smem is not None:
+        item.stash[DEVICE_SKIP_KEY] = True
         _skip_unless_device(needs_cuda, needs_smem, limit, source)
+        del item.stash[DEVICE_SKIP_KEY]
     if limit is not None and child.ACTIVE is None:
         # In-process: capped from setup to teardown. Kernels this process loaded before are
         # not checked again.
@@ -159,6 +162,17 @@ def _skip_unless_device(
             f"{what}: needs {needs_smem} bytes of shared memory per block; {gpu.name} offers "
             f"{gpu.smem_optin} (opt-in){lowered}"
         )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if call.when == "setup" and item.stash.get(DEVICE_SKIP_KEY, False):
+        # Like pytest's own skip markers: point at the test, not at this plugin.
+        if report.skipped and isinstance(report.longrepr, tuple):
+            path, line = item.reportinfo()[:2]
+            report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
+    return report
 
 
 @pytest.hookimpl(wrapper=True)

@@ -256,3 +256,44 @@ def test_xdist_cold_children_get_one_gpu_each(pytester: pytest.Pytester) -> None
     )
     pytester._monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     run(pytester, "-n", "2").assert_outcomes(passed=5)
+
+
+FAKE_LIBCUDA = r"""
+#include <string.h>
+int cuInit(unsigned flags) { return 0; }
+int cuDeviceGetCount(int *n) { *n = 2; return 0; }
+int cuDeviceGet(int *d, int i) { *d = i; return 0; }
+int cuDeviceGetName(char *s, int len, int d) { strcpy(s, "Fake GPU"); return 0; }
+int cuDeviceGetPCIBusId(char *s, int len, int d) {
+    strcpy(s, d ? "0000:02:00.0" : "0000:01:00.0");
+    return 0;
+}
+int cuDeviceGetAttribute(int *v, int attr, int d) {
+    *v = attr == 97 ? 232448 : attr == 8 ? 49152 : attr == 75 ? 9 : attr == 76 ? 0 : -1;
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/gcc"), reason="needs gcc for a fake libcuda")
+def test_the_probe_reads_the_driver_in_a_subprocess(tmp_path, monkeypatch) -> None:
+    import subprocess
+
+    from pytest_coldcompile import device
+
+    (tmp_path / "fake.c").write_text(FAKE_LIBCUDA)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(tmp_path / "fake.c")],
+        check=True,
+    )
+    control = tmp_path / "nvidiactl"
+    control.touch()
+    monkeypatch.setattr(device, "NVIDIA_CONTROL", str(control))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    facts = device._probe_uncached()
+    assert [g.pci_bus_id for g in facts.gpus] == ["0000:01:00.0", "0000:02:00.0"]
+    assert facts.gpus[0] == device.Gpu(0, "Fake GPU", 232448, 49152, (9, 0), "0000:01:00.0")
+    assert not device.cuda_driver_loaded()  # the probe's process loaded it, not this one
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert device._probe_uncached().note == "CUDA_VISIBLE_DEVICES hides every device"
