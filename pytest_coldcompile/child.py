@@ -271,7 +271,9 @@ def _private_header_dir(caches: str) -> None:
 def _reset_compiler_state() -> None:
     """Forget compile state that existed before the child began (e.g. made at collection)."""
     dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is not None:
+    counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
+    # reset() calls torch.cuda.is_available(): skip it when Dynamo has seen no frame at all.
+    if dynamo is not None and (counters is None or counters["frames"]["total"]):
         dynamo.reset()
     async_compile = sys.modules.get("torch._inductor.async_compile")
     pool_owner = getattr(async_compile, "AsyncCompile", None)

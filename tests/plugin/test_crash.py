@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import time
 
 import pytest
@@ -316,3 +317,37 @@ def test_signal_names_cover_common_crashes() -> None:
     assert signal_name(signal.SIGSEGV) == "SIGSEGV"
     assert signal_name(signal.SIGBUS) == "SIGBUS"
     assert signal_name(250) == "signal 250"
+
+
+def test_coverage_of_a_cold_child_is_saved_despite_os_exit(cold: pytest.Pytester) -> None:
+    pytest.importorskip("coverage")
+    cold.makepyfile(
+        covered="def in_parent():\n    return 1\n\n\ndef in_child():\n    return 2\n",
+        test_cov="""
+        import pytest, covered
+
+        def test_parent():
+            assert covered.in_parent() == 1
+
+        @pytest.mark.cold_compile
+        def test_child():
+            assert covered.in_child() == 2
+        """,
+    )
+    result = cold.run(
+        sys.executable,
+        "-m",
+        "coverage",
+        "run",
+        "--parallel-mode",
+        "--source=covered",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "test_cov.py",
+    )
+    assert result.ret == 0
+    assert cold.run(sys.executable, "-m", "coverage", "combine").ret == 0
+    report = cold.run(sys.executable, "-m", "coverage", "report", "-m")
+    report.stdout.fnmatch_lines(["covered.py * 0 * 100%"])
