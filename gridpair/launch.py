@@ -19,7 +19,7 @@ from triton.runtime.errors import OutOfResources
 
 from gridpair import devices, tuned
 from gridpair.devices import DeviceLimits
-from gridpair.kernels import RESULTS
+from gridpair.kernels import OPERANDS, RESULTS
 from gridpair.launchers import Geometry, Tile, slot_cover
 from gridpair.validate import Compiled, Signature, compile_candidate
 
@@ -30,14 +30,18 @@ OUT_OF_RESOURCES = "out_of_resources"
 CACHED = "cached"
 UNSUPPORTED = "unsupported_dtype"
 
-# Tile axes, most aggressive first. Chosen from the offline sweep of shared memory, registers
-# and spills on sm_90 and sm_120 (docs/evidence/); H200 timings live in gridpair.tuned.
-_BLOCK_ROWS = (128, 64, 32, 16)
-_BLOCK_GRID = (64, 32, 16)
-_STAGES = (3, 2, 1)
-_WARPS = (8, 4)
-# fp32 accumulator registers per thread a tile may claim; beyond it they spill to local memory.
-_ACCUMULATOR_REGISTERS = 64
+# Tile axes, most aggressive first: (row block, grid block, stages); each tile takes the fewest
+# warps that keep its resident values in registers. Chosen from offline sweeps of shared memory,
+# registers and spills on sm_90 (docs/evidence/); H200 timings live in gridpair.tuned.
+_BLOCK_ROWS = (64, 32, 16)
+_BLOCK_GRID = (64, 32)
+_STAGES = (3, 2)
+_WARPS = (4, 8)
+# Last resorts, smallest footprint: a single-stage 16 x 16 tile.
+_SMALLEST = ((16, 16, 2), (16, 16, 1))
+# 32-bit registers per thread the resident values of a tile may take (of 255): accumulators,
+# operand rows and the grid fields of one block. Beyond it ptxas spills to local memory.
+_RESIDENT_REGISTERS = 192
 
 
 @dataclass(frozen=True)
@@ -86,29 +90,41 @@ class Decision:
     admitted: Probe | None = None
 
 
-def accumulator_registers(op: str, geometry: Geometry, tile: Tile) -> int:
-    """fp32 registers per thread the tile's resident accumulators take."""
+def resident_registers(op: str, geometry: Geometry, tile: Tile, dtype: torch.dtype) -> int:
+    """32-bit registers per thread a tile's resident values take: fp32 accumulators, operand
+    rows in the operand dtype, and the fp32 grid fields of one grid block.
+
+    fp32 operands go through FMA dots, whose operand layouts hold each row twice over (the
+    offline sweep: 64-row fp32 tiles spill at 8 warps where bf16 ones do not).
+    """
     main, tail = slot_cover(geometry.slots)
-    values = len(RESULTS[op]) * (main + tail) * tile.block_rows
-    return values // (tile.num_warps * 32)
+    slots = main + tail
+    n_operands, n_results = len(OPERANDS[op]), len(RESULTS[op])
+    operand_words = dtype.itemsize / 4 * (2 if dtype == torch.float32 else 1)
+    words = (n_results * tile.block_rows * slots
+             + n_operands * tile.block_rows * slots * operand_words
+             + n_operands * tile.block_rows * tile.block_grid)
+    return int(words // (tile.num_warps * 32))
 
 
 def _power_of_two_at_least(n: int) -> int:
     return max(16, 1 << max(n - 1, 0).bit_length())
 
 
-def generated_candidates(op: str, geometry: Geometry) -> list[Tile]:
-    """The ladder from the most to the least aggressive tile whose accumulators stay in
+def generated_candidates(op: str, geometry: Geometry, dtype: torch.dtype) -> list[Tile]:
+    """The ladder from the most to the least aggressive tile whose resident values stay in
     registers; grid blocks larger than the grid are left out."""
     widest_grid = _power_of_two_at_least(geometry.grid)
+    shapes = [s for s in product(_BLOCK_ROWS, _BLOCK_GRID, _STAGES) if s[1] <= widest_grid]
     ladder = []
-    for rows, grid, stages, warps in product(_BLOCK_ROWS, _BLOCK_GRID, _STAGES, _WARPS):
-        tile = Tile(rows, grid, stages, warps)
-        registers = accumulator_registers(op, geometry, tile)
-        if grid <= widest_grid and registers <= _ACCUMULATOR_REGISTERS:
-            ladder.append(tile)
-    if not ladder:  # even the smallest tile is over the budget: offer the smallest anyway
-        ladder.append(Tile(_BLOCK_ROWS[-1], _BLOCK_GRID[-1], _STAGES[-1], _WARPS[0]))
+    for rows, grid, stages in [*shapes, *_SMALLEST]:
+        for warps in _WARPS:
+            tile = Tile(rows, grid, stages, warps)
+            if resident_registers(op, geometry, tile, dtype) <= _RESIDENT_REGISTERS:
+                ladder.append(tile)
+                break
+    if not ladder:  # even the smallest tile is over the budget: offer it anyway
+        ladder.append(Tile(*_SMALLEST[-1], _WARPS[-1]))
     return ladder
 
 
@@ -188,7 +204,7 @@ class LaunchSelector:
     def candidates(self, key: LaunchKey, device_name: str) -> list[Tile]:
         """Tuned tiles for this exact device first, then the generated ladder, no repeats."""
         preferred = tuned.lookup(device_name, key.op, key.signature.dtype, key.geometry)
-        ordered = [*preferred, *generated_candidates(key.op, key.geometry)]
+        ordered = [*preferred, *generated_candidates(key.op, key.geometry, key.signature.dtype)]
         return list(dict.fromkeys(ordered))
 
     def validate(self, key: LaunchKey, tile: Tile, limits: DeviceLimits) -> Compiled:
