@@ -416,6 +416,8 @@ class WarningSink:
         self.test_dir = test_dir
 
     def pytest_warning_recorded(self, warning_message: Any, when: str) -> None:
+        if when != "runtest":
+            return  # a spawned child's config and collection warnings are the parent's too
         category = warning_message.category
         write_record(
             self.test_dir,

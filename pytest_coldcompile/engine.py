@@ -179,7 +179,8 @@ class ColdEngine:
             )
         finally:
             shutil.rmtree(test_dir, ignore_errors=True)
-        reports[-1].user_properties.extend(report.properties(mode, reason, result.summary))
+        if reports:  # none when pytest.exit() ran before the first phase finished
+            reports[-1].user_properties.extend(report.properties(mode, reason, result.summary))
         return reports, result
 
     def _echo_output(self) -> bool:

@@ -145,7 +145,8 @@ def command(config: pytest.Config, nodeid: str, orders_path: str, test_dir: str)
     cmd += ["--rootdir", str(config.rootpath)]
     if config.inipath:
         cmd += ["-c", str(config.inipath)]
-    cmd += ["-o", f"cache_dir={Path(test_dir) / 'pytest-cache'}"]
+    if config.pluginmanager.has_plugin("cacheprovider"):
+        cmd += ["-o", f"cache_dir={Path(test_dir) / 'pytest-cache'}"]
     cmd += ["--basetemp", str(Path(test_dir) / "basetemp")]
     cmd += ["--cold-compile-child", orders_path, "--", str(config.rootpath / nodeid)]
     return cmd

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from xml.etree import ElementTree
 
 import pytest
@@ -302,3 +303,60 @@ def test_pytest_forked_fails_where_cold_compile_passes(cold: pytest.Pytester) ->
     forked.assert_outcomes(failed=2)
     forked.stdout.fnmatch_lines(["*EXITED with status 3*"])
     run(cold, "--cold-compile").assert_outcomes(passed=2)
+
+
+def test_a_spawned_child_gets_the_command_line_minus_what_must_not_reach_it(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_coldcompile import spawn
+
+    pytester.makeini("[pytest]\naddopts = -ra --maxfail=3\n")
+    args = [
+        "tests",
+        "-n",
+        "2",
+        "--dist=load",
+        "--junitxml",
+        "out.xml",
+        "-k",
+        "slow and not gpu",
+        "-x",
+        "-vv",
+        "-p",
+        "no:foo",
+        "-W",
+        "error::UserWarning",
+        "--tb=short",
+        "--cold-compile",
+        "--cold-compile-mode=spawn",
+        "--cold-compile-report=r.json",
+        "-o",
+        "xfail_strict=true",
+        "-o",
+        "addopts=-q",
+        "-s",
+        "--",
+        "more/tests",
+    ]
+    config = pytester.parseconfig(*args)
+    assert spawn.filter_args(args, config) == [
+        "-p",
+        "no:foo",
+        "-W",
+        "error::UserWarning",
+        "--tb=short",
+        "-s",
+    ]
+    cmd = spawn.command(config, "t/test_a.py::test_x[1]", "orders.json", "/tmp/d")
+    assert cmd[:3] == [sys.executable, "-m", "pytest"]
+    assert "--maxfail=3" not in cmd
+    assert "-ra" not in cmd
+    assert cmd[cmd.index("-o", 5) : cmd.index("-o", 5) + 2] == ["-o", "xfail_strict=true"]
+    assert "addopts=-q" not in cmd
+    assert "addopts=" in cmd
+    assert cmd[-4:] == [
+        "--cold-compile-child",
+        "orders.json",
+        "--",
+        str(config.rootpath / "t/test_a.py::test_x[1]"),
+    ]
