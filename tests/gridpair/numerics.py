@@ -100,3 +100,17 @@ def reference_quantities(ops: Operands, dtype=torch.float32) -> tuple[dict, dict
     """(reference in ``dtype``, reference in float64) quantities."""
     return (force_quantities(reference_grid_pair, ops.to(dtype)),
             force_quantities(reference_grid_pair, ops))
+
+
+def force_step(left, right, to_grid, from_grid, n_frames=3):
+    """A force-training step through grid_pair: the energy, and the gradients of a force loss
+    (the squared first-order gradients) with respect to the operands. Traceable by make_fx."""
+    from gridpair import grid_pair
+
+    left = left.detach().requires_grad_()
+    right = right.detach().requires_grad_()
+    out = grid_pair(left, right, to_grid, from_grid, n_frames)
+    energy = (out.float() * out.float()).sum()
+    grad_left, grad_right = torch.autograd.grad(energy, (left, right), create_graph=True)
+    force_loss = (grad_left.float() ** 2).sum() + (grad_right.float() ** 2).sum()
+    return (energy.detach(), *torch.autograd.grad(force_loss, (left, right)))

@@ -1,0 +1,169 @@
+"""The fused path on a CUDA device: numerics of all three kernels against float64 (fp32 and
+bf16 autocast, contiguous and degree-major), and the selector through real handle loading.
+CI has no GPU: these carry requires_cuda; their output lives under docs/evidence/."""
+
+import statistics
+
+import pytest
+import torch
+from triton import knobs
+
+import gridpair
+from gridpair import grid_pair, reference_grid_pair
+from gridpair.launch import LaunchSelector
+from numerics import QUANTITIES, draw, force_quantities, force_step, relative_error
+
+pytestmark = pytest.mark.requires_cuda
+
+LMAX_SHAPES = [(3, 3, 2, 32, 152), (5, 3, 2, 64, 344), (5, 3, 1, 64, 344), (6, 3, 2, 96, 460),
+               (6, 3, 2, 96, 584)]  # (lmax, K, F, C, G)
+
+
+def _autocast(fn):
+    def run(*args):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return fn(*args)
+
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _ieee_references():
+    # The fp32 reference must be IEEE fp32 (TF32 off) to be a fair yardstick.
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = old
+
+
+@pytest.mark.parametrize("shape", LMAX_SHAPES, ids=lambda s: "l{}-K{}-F{}-C{}-G{}".format(*s))
+@pytest.mark.parametrize("layout", ["contiguous", "degree_major"])
+@pytest.mark.parametrize("precision", ["float32", "bf16-amp"])
+def test_fused_within_five_times_the_reference_error(shape, layout, precision):
+    lmax, frames, focus, channels, grid = shape
+    fused_err = {name: [] for name in QUANTITIES}
+    ref_err = {name: [] for name in QUANTITIES}
+    for draw_index in range(3):
+        ops = draw(300, (lmax + 1) ** 2, focus, frames, channels, grid, seed=100 + draw_index,
+                   layout=layout, device="cuda")
+        exact = force_quantities(reference_grid_pair, ops)
+        working = ops.to(torch.float32)
+        if precision == "bf16-amp":
+            fused = force_quantities(_autocast(grid_pair), working)
+            reference = force_quantities(_autocast(reference_grid_pair), working)
+            assert fused["out"].dtype == torch.bfloat16
+        else:
+            fused = force_quantities(grid_pair, working)
+            reference = force_quantities(reference_grid_pair, working)
+        for name in QUANTITIES:
+            fused_err[name].append(relative_error(fused[name], exact[name]))
+            ref_err[name].append(relative_error(reference[name], exact[name]))
+    report = {n: (statistics.median(fused_err[n]), statistics.median(ref_err[n]))
+              for n in QUANTITIES}
+    print(f"{precision} {layout} {shape}: " + ", ".join(
+        f"{n} fused {f:.2e} / ref {r:.2e}" for n, (f, r) in report.items()))
+    for name, (fused_median, ref_median) in report.items():
+        assert fused_median <= 5 * ref_median, (name, report)
+
+
+def test_the_fused_kernels_actually_ran():
+    events = []
+    unsubscribe = gridpair.SELECTOR.subscribe(events.append)
+    try:
+        ops = draw(300, 49, 2, 3, 96, 584, seed=5, device="cuda").to(torch.float32)
+        force_quantities(grid_pair, ops)
+    finally:
+        unsubscribe()
+    admitted = {e.op for e in events if e.kind == "admit"}
+    assert admitted == {"fwd", "bwd", "bwd2"}, events
+    assert not [e for e in events if e.kind == "fallback"], events
+
+
+class _CompileCounter:
+    """Triton compilations (cache misses) and cache hits, by kernel name."""
+
+    def __init__(self):
+        self.compiled, self.hits = [], []
+
+    def __call__(self, *, src, metadata, metadata_group, times, cache_hit):
+        (self.hits if cache_hit else self.compiled).append((metadata["name"], metadata["shared"]))
+
+
+@pytest.fixture
+def triton_compiles(tmp_path, monkeypatch):
+    monkeypatch.setattr(knobs.cache, "dir", str(tmp_path))  # empty Triton cache: misses count
+    counter = _CompileCounter()
+    monkeypatch.setattr(knobs.compilation, "listener", counter)
+    return counter
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_compile_per_probe_and_none_at_launch(triton_compiles, dtype):
+    """Eager: validation compiles each probed candidate once; the launch reuses the admitted
+    one (the validated artifact is the one that runs)."""
+    selector = LaunchSelector()
+    events = []
+    selector.subscribe(events.append)
+    ops = draw(300, 49, 2, 3, 96, 584, seed=6, device="cuda").to(dtype)
+    operands = [ops.left, ops.right]
+    projectors = [ops.to_grid.contiguous(), ops.from_grid.contiguous()]
+    tile = selector.choose("fwd", operands, projectors, 3)
+    probes = [e for e in events if e.kind == "probe"]
+    assert tile is not None and len(triton_compiles.compiled) == len(probes)
+    before = len(triton_compiles.compiled)
+    gridpair.launchers.launch("fwd", operands, *projectors, 3, tile)
+    torch.cuda.synchronize()
+    assert len(triton_compiles.compiled) == before, triton_compiles.compiled[before:]
+    # A second batch size and a degree-major view: no new compile, no new probe.
+    other = draw(77, 49, 2, 3, 96, 584, seed=7, layout="degree_major", device="cuda").to(dtype)
+    assert selector.choose("fwd", [other.left, other.right], projectors, 3) == tile
+    gridpair.launchers.launch("fwd", [other.left, other.right], *projectors, 3, tile)
+    torch.cuda.synchronize()
+    assert len(triton_compiles.compiled) == before
+    assert len([e for e in events if e.kind == "probe"]) == len(probes)
+
+
+def test_real_handles_enforce_an_emulated_limit(monkeypatch):
+    """Under a 101376-byte cap the production fp32 second backward rejects its first
+    candidates with Triton's own OutOfResources and admits a later one that fits."""
+    monkeypatch.setenv("PYTEST_COLDCOMPILE_SMEM_LIMIT", "101376")
+    selector = LaunchSelector()
+    events = []
+    selector.subscribe(events.append)
+    ops = draw(300, 49, 2, 3, 96, 584, seed=8, device="cuda").to(torch.float32)
+    operands = [ops.cotangent, ops.left, ops.right, ops.grad_grad_left, ops.grad_grad_right]
+    projectors = [ops.to_grid.contiguous(), ops.from_grid.contiguous()]
+    tile = selector.choose("bwd2", operands, projectors, 3)
+    probes = [e for e in events if e.kind == "probe"]
+    print("\n".join(f"{e.kind} {e.config} {e.resources} {e.outcome}" for e in events))
+    assert probes[0].outcome == "out_of_resources" and probes[0].resources["shared"] > 101376
+    admitted = [e for e in events if e.kind == "admit"]
+    assert tile is not None and admitted[0].resources["shared"] <= 101376
+    uncapped = LaunchSelector()
+    monkeypatch.delenv("PYTEST_COLDCOMPILE_SMEM_LIMIT")
+    assert uncapped.choose("bwd2", operands, projectors, 3) != tile
+
+
+def test_compiled_force_step_runs_validated_kernels(triton_compiles):
+    """Under torch.compile, every gridpair kernel Triton compiles fits the validated limit."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gridpair.SELECTOR.reset()
+    ops = draw(64, 49, 2, 3, 96, 584, seed=9, device="cuda").to(torch.float32)
+    graph = make_fx(force_step, tracing_mode="symbolic")(ops.left, ops.right, ops.to_grid,
+                                                         ops.from_grid)
+    compiled = torch.compile(graph, dynamic=True)
+    for nodes in (64, 100, 300):
+        x = draw(nodes, 49, 2, 3, 96, 584, seed=nodes, layout="degree_major",
+                 device="cuda").to(torch.float32)
+        got = compiled(x.left, x.right, x.to_grid, x.from_grid)
+        want = force_step(x.left, x.right, x.to_grid, x.from_grid)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    limit = gridpair.devices.limits_for(torch.device("cuda")).shared
+    ours = [(n, s) for n, s in triton_compiles.compiled + triton_compiles.hits
+            if n.startswith("_grid_pair")]
+    print("gridpair kernels compiled:", triton_compiles.compiled, "hits:", triton_compiles.hits)
+    assert ours and all(shared <= limit for _, shared in ours)
+
+
