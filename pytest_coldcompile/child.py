@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 import pytest
 
 from pytest_coldcompile import _imports, device, selectors
+from pytest_coldcompile._linux import die_with_parent
 from pytest_coldcompile.emulate import SmemCap
 
 # Files in a cold test's private directory; the parent reads them back.
@@ -504,6 +505,7 @@ class SpawnedChild:
     """Plugin of a spawned cold child (``--cold-compile-child=ORDERS``): one test, recorded."""
 
     def __init__(self, config: pytest.Config, orders_path: str) -> None:
+        die_with_parent()
         self.config = config
         self.orders = json.loads(Path(orders_path).read_text())
         self.test_dir = self.orders["dir"]

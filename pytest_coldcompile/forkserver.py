@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_coldcompile._linux import die_with_parent
+
 # How long the parent waits for the server's answers that need no test to run.
 _REPLY_TIMEOUT = 120.0
 
@@ -104,6 +106,7 @@ class ForkServer:
     def _serve(self, inbox: int, outbox: int) -> None:
         # Ctrl-C reaches the whole foreground group; the parent decides what stops.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        die_with_parent()
         preload_error = None
         if self.preload is not None:
             try:
@@ -122,6 +125,7 @@ class ForkServer:
             pid = _fork()
             if pid == 0:
                 os.setpgid(0, 0)
+                die_with_parent()  # the server waits in waitpid; if it goes, so does this
                 os.close(inbox)
                 os.close(outbox)
                 signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -351,3 +353,33 @@ def test_coverage_of_a_cold_child_is_saved_despite_os_exit(cold: pytest.Pytester
     assert cold.run(sys.executable, "-m", "coverage", "combine").ret == 0
     report = cold.run(sys.executable, "-m", "coverage", "report", "-m")
     report.stdout.fnmatch_lines(["covered.py * 0 * 100%"])
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_children_do_not_outlive_a_killed_pytest(cold: pytest.Pytester, mode: str) -> None:
+    cold.makepyfile(
+        """
+        import os, time
+        def test_hangs():
+            with open("child.pid", "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(120)
+        """
+    )
+    tmp = cold.mkdir("tmp")  # a killed pytest cannot remove its private directories
+    args = ["-p", "no:cacheprovider", "--cold-compile", f"--cold-compile-mode={mode}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=cold.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+    pid_file = cold.path / "child.pid"
+    for _ in range(300):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    assert not _alive(int(pid_file.read_text()))
