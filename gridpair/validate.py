@@ -91,6 +91,9 @@ def compile_on_device(op: str, geometry: Geometry, tile: Tile, signature: Signat
 
 
 def _ast_source(op: str, geometry: Geometry, tile: Tile, signature: Signature) -> ASTSource:
+    """The source the JIT would build for this launch: same types, constants and attributes
+    (constexprs and pointers carry attribute entries, aligned pointers a divisibility of 16),
+    so a profile compile matches the JIT's specialization."""
     kernel = KERNELS[op]
     constexprs = kernel_constexprs(geometry, tile, signature.dtype)
     arguments = iter(_placeholder_arguments(op, signature))
@@ -99,12 +102,12 @@ def _ast_source(op: str, geometry: Geometry, tile: Tile, signature: Signature) -
     for index, name in enumerate(kernel.arg_names):
         if name in constexprs:
             types[name] = "constexpr"
+            attrs[(index,)] = []
             continue
         value = next(arguments)
         if isinstance(value, _Operand):
             types[name] = "*" + _TRITON_TYPES[value.dtype]
-            if value.data_ptr() % 16 == 0:
-                attrs[(index,)] = [["tt.divisibility", 16]]
+            attrs[(index,)] = [["tt.divisibility", 16]] if value.data_ptr() % 16 == 0 else []
         else:
             types[name] = "i64" if value > 2**31 - 1 else "i32"
     return ASTSource(kernel, types, constexprs, attrs)

@@ -1,0 +1,170 @@
+"""Tile sweep on a CUDA device: every candidate tile of each (shape, dtype, op), compiled in
+parallel worker processes first (into Triton's cache), then checked against float64 and timed
+with CUDA events. The fastest validated tiles feed gridpair/tuned.py.
+
+    python benchmarks/sweep_tiles.py --out sweep.json [--shapes P147,P49] [--nodes 300]
+"""
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SHAPES = {  # name: (degrees, focus, frames, channels, grid)
+    "P147": (49, 2, 3, 96, 584),
+    "P49": (49, 1, 1, 256, 584),
+    "P25": (25, 1, 1, 64, 296),
+    "P108": (36, 2, 3, 64, 344),
+}
+OPERANDS = {"fwd": 2, "bwd": 3, "bwd2": 5}
+# dtype label: (torch dtype name, fp32 dot precision)
+DTYPES = {"bf16": ("bfloat16", None), "fp32-ieee": ("float32", "ieee"),
+          "fp32-tf32x3": ("float32", "tf32x3")}
+EXTRA_TILES = [(128, 64, 3, 8), (128, 32, 3, 8), (64, 64, 4, 4), (64, 32, 4, 4), (64, 16, 3, 4),
+               (32, 16, 3, 4), (32, 32, 4, 4), (64, 64, 3, 4)]
+
+
+def _set_precision(precision):
+    """Point the launchers' fp32 dot precision at ``precision`` (16-bit dtypes are unaffected)."""
+    import torch
+
+    import gridpair.launchers as launchers
+
+    fp32 = precision or "ieee"
+    launchers.dot_precision = lambda dtype: fp32 if dtype == torch.float32 else "tf32"
+
+
+def _jobs(shapes, dtypes):
+    import torch
+
+    from gridpair.launch import generated_candidates
+    from gridpair.launchers import Geometry, Tile
+
+    jobs = []
+    for shape in shapes:
+        geometry = Geometry(*SHAPES[shape])
+        for label in dtypes:
+            dtype = getattr(torch, DTYPES[label][0])
+            for op in OPERANDS:
+                extra = [Tile(*t) for t in EXTRA_TILES] if dtype == torch.bfloat16 else []
+                tiles = list(dict.fromkeys([*generated_candidates(op, geometry, dtype), *extra]))
+                jobs += [(shape, label, op, tile) for tile in tiles]
+    return jobs
+
+
+def _compile(job):
+    """Worker: compile one candidate for sm_90 into Triton's cache (no GPU touched)."""
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    from gridpair.launchers import Geometry
+    from gridpair.validate import Signature, _ast_source
+
+    shape, label, op, tile = job
+    dtype_name, precision = DTYPES[label]
+    _set_precision(precision)
+    signature = Signature(getattr(torch, dtype_name), (True,) * OPERANDS[op], False)
+    start = time.perf_counter()
+    try:
+        compiled = triton.compile(_ast_source(op, Geometry(*SHAPES[shape]), tile, signature),
+                                  target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": tile.num_warps,
+                                           "num_stages": tile.num_stages})
+    except Exception as error:  # recorded, not fatal: the sweep reports it
+        return job, {"error": repr(error)[:300]}
+    from gridpair.validate import cubin_registers
+
+    return job, {"shared": compiled.metadata.shared, "registers": cubin_registers(compiled.kernel),
+                 "compile_s": round(time.perf_counter() - start, 2)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="sweep.json")
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--dtypes", default=",".join(DTYPES))
+    parser.add_argument("--plan", default=None,
+                        help="shape:dtype,dtype;shape:dtype... (overrides --shapes/--dtypes)")
+    parser.add_argument("--nodes", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=os.cpu_count())
+    args = parser.parse_args(argv)
+    if args.plan:
+        plan = {part.split(":")[0]: part.split(":")[1].split(",") for part in args.plan.split(";")}
+    else:
+        plan = {shape: args.dtypes.split(",") for shape in args.shapes.split(",")}
+    shapes = list(plan)
+    jobs = [job for shape, dtypes in plan.items() for job in _jobs([shape], dtypes)]
+    start = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+        compiled = dict(pool.map(_compile, jobs, chunksize=1))
+    print(f"compiled {len(jobs)} candidates in {time.perf_counter() - start:.0f} s", flush=True)
+
+    import torch
+    from triton.testing import do_bench
+
+    from gridpair import reference
+    from gridpair.launchers import launch
+
+    limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    rows = []
+    for shape in shapes:
+        degrees, focus, frames, channels, grid = SHAPES[shape]
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        rand = partial(torch.randn, device="cuda", generator=gen, dtype=torch.float64)
+
+        operands64 = [rand(args.nodes, degrees, focus, frames * channels) for _ in range(5)]
+        scale = (degrees * frames) ** -0.5
+        to_grid64 = rand(grid, degrees * frames) * scale
+        from_grid64 = rand(grid, degrees * frames) * scale
+        for label in plan[shape]:
+            dtype_name, precision = DTYPES[label]
+            dtype = getattr(torch, dtype_name)
+            _set_precision(precision)
+            for op, count in OPERANDS.items():
+                exact = getattr(reference, op)(*operands64[:count], to_grid64, from_grid64, frames)
+                exact = exact if isinstance(exact, tuple) else (exact,)
+                xs = [x.to(dtype) for x in operands64[:count]]
+                projectors = (to_grid64.to(dtype), from_grid64.to(dtype))
+                ref_ms = do_bench(partial(getattr(reference, op), *xs, *projectors, frames),
+                                  warmup=25, rep=100, return_mode="median")
+                ref_out = getattr(reference, op)(*xs, *projectors, frames)
+                ref_out = ref_out if isinstance(ref_out, tuple) else (ref_out,)
+                ref_err = max(((r.double() - e).norm() / e.norm()).item()
+                              for r, e in zip(ref_out, exact))
+                for job in [j for j in jobs if j[:3] == (shape, label, op)]:
+                    tile = job[3]
+                    row = {"shape": shape, "dtype": label, "op": op, "tile": tile.as_dict(),
+                           **compiled[job], "reference_ms": round(ref_ms, 4),
+                           "reference_error": ref_err}
+                    if "error" not in row and row["shared"] <= limit:
+                        try:
+                            got = launch(op, xs, *projectors, frames, tile)
+                            row["error_vs_f64"] = max(((g.double() - e).norm() / e.norm()).item()
+                                                      for g, e in zip(got, exact))
+                            row["ms"] = round(do_bench(
+                                partial(launch, op, xs, *projectors, frames, tile),
+                                warmup=25, rep=100, return_mode="median"), 4)
+                        except Exception as error:
+                            row["launch_error"] = repr(error)[:300]
+                    rows.append(row)
+                    with open(args.out + "l", "a") as stream:
+                        stream.write(json.dumps(row) + "\n")
+                timed = [r for r in rows if r["shape"] == shape and r["dtype"] == label
+                         and r["op"] == op and "ms" in r]
+                best = min(timed, key=lambda r: r["ms"]) if timed else None
+                print(f"{shape:5} {label:12} {op:5} ref {ref_ms:8.3f} ms err {ref_err:.1e} | "
+                      + (f"best {best['ms']:8.3f} ms {best['tile']} err "
+                         f"{best['error_vs_f64']:.1e} shared {best['shared']}" if best else
+                         "no tile ran"), flush=True)
+    Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
