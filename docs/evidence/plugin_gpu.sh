@@ -9,7 +9,11 @@
 set -uo pipefail
 : "${OUT:?set OUT to the output directory}"
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+# Absolute entries: pytester runs pytest from temporary directories, where "." is elsewhere.
+ABS_PATH=$(python3 -c 'import os, sys; print(os.pathsep.join(os.path.abspath(p) for p in sys.argv[1].split(os.pathsep) if p))' "${PYTHONPATH:-}")
 cd "$(dirname "$0")/../.."
+REPO=$(pwd)
 BUDGET=${BUDGET:-330}
 PY=${PYTHON:-python}
 
@@ -22,7 +26,7 @@ printf 'Metadata-Version: 2.1\nName: pytest-coldcompile\nVersion: 0.1.0\n' \
     > "$DIST/pytest_coldcompile-0.1.0.dist-info/METADATA"
 printf '[pytest11]\ncoldcompile = pytest_coldcompile.plugin\n\n[pytest_coldcompile.selectors]\ngridpair = gridpair:SELECTOR\n' \
     > "$DIST/pytest_coldcompile-0.1.0.dist-info/entry_points.txt"
-export PYTHONPATH="$DIST:${PYTHONPATH:-.}"
+export PYTHONPATH="$DIST:$REPO${ABS_PATH:+:$ABS_PATH}"
 export PYTHONDONTWRITEBYTECODE=1
 
 : > "$OUT/summary.txt"
