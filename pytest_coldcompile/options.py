@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,36 +122,42 @@ def parse_bytes(value: Any, source: str, error: type[Exception] = pytest.UsageEr
     return number
 
 
+def _resolve(
+    config: pytest.Config,
+    dest: str,
+    flag: str,
+    ini: str,
+    default: str,
+    parse: Callable[[Any, str], Any],
+) -> tuple[Any, str]:
+    """(value, source) for one option: the command line, else the ini file, else the default."""
+    given = getattr(config.option, dest)
+    if given is not None:
+        return parse(given, flag), flag
+    raw = str(config.getini(ini)).strip()
+    if raw and raw != default:
+        return parse(raw, f"ini {ini}"), f"ini {ini}"
+    return (parse(default, "default") if default else None), "default"
+
+
 def load(config: pytest.Config) -> Settings:
     """Resolve command line > ini for every option, validating each with its source named."""
     opt = config.option
     cold_all = bool(opt.cold_compile) or bool(config.getini("cold_compile"))
-
-    if opt.cold_compile_mode is not None:
-        mode_source = "--cold-compile-mode"
-        mode = parse_mode(opt.cold_compile_mode, mode_source)
-    else:
-        mode_source = "ini cold_compile_mode"
-        mode = parse_mode(config.getini("cold_compile_mode") or "auto", mode_source)
-        if mode == "auto":
-            mode_source = "default"
-
-    if opt.cold_compile_timeout is not None:
-        timeout_source = "--cold-compile-timeout"
-        timeout = parse_timeout(opt.cold_compile_timeout, timeout_source)
-    else:
-        timeout_source = "ini cold_compile_timeout"
-        timeout = parse_timeout(config.getini("cold_compile_timeout") or "0", timeout_source)
-
-    smem_limit: int | None = None
-    smem_source = ""
-    if opt.smem_limit is not None:
-        smem_source = "--smem-limit"
-        smem_limit = parse_bytes(opt.smem_limit, smem_source)
-    elif str(config.getini("smem_limit")).strip():
-        smem_source = "ini smem_limit"
-        smem_limit = parse_bytes(config.getini("smem_limit"), smem_source)
-
+    mode, mode_source = _resolve(
+        config, "cold_compile_mode", "--cold-compile-mode", "cold_compile_mode", "auto", parse_mode
+    )
+    timeout, timeout_source = _resolve(
+        config,
+        "cold_compile_timeout",
+        "--cold-compile-timeout",
+        "cold_compile_timeout",
+        "0",
+        parse_timeout,
+    )
+    smem_limit, smem_source = _resolve(
+        config, "smem_limit", "--smem-limit", "smem_limit", "", parse_bytes
+    )
     report = Path(opt.cold_compile_report) if opt.cold_compile_report else None
     return Settings(
         cold_all=cold_all,
