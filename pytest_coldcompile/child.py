@@ -7,11 +7,9 @@ parent-side machinery (engine, fork server, reports); the parent reads its recor
 from __future__ import annotations
 
 import faulthandler
-import functools
 import json
 import os
 import sys
-import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,174 +18,18 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_coldcompile import _imports, device, selectors
+from pytest_coldcompile import _imports, device, pristine, selectors
 from pytest_coldcompile._linux import die_with_parent
 from pytest_coldcompile.emulate import SmemCap
-
-# Files in a cold test's private directory; the parent reads them back.
-ORDERS = "orders.json"
-RECORDS = "records.jsonl"
-RAW_OUT, RAW_ERR = "raw-stdout", "raw-stderr"
-CAPTURED_OUT, CAPTURED_ERR = "captured-stdout", "captured-stderr"
-CACHES = "caches"
-
-# Already-imported config modules read their environment at import; set them directly.
-CONFIG_PATCHES: dict[str, dict[str, Any]] = {
-    "torch._inductor.config": {
-        "compile_threads": 1,  # no worker pool to start, leak or deadlock on
-        "fx_graph_remote_cache": False,
-        "autotune_remote_cache": False,
-        "bundled_autotune_remote_cache": False,
-    },
-    "torch._functorch.config": {"enable_remote_autograd_cache": False},
-    "torch._dynamo.config": {
-        "automatic_dynamic_local_pgo": False,
-        "automatic_dynamic_remote_pgo": False,
-    },
-    "torch.compiler.config": {
-        "job_id": None,
-        "pgo_extra_read_key": None,
-        "pgo_extra_write_key": None,
-    },
-}
-UNSET_ENV = (
-    "TORCH_COMPILE_JOB_ID",
-    "TORCH_COMPILE_STICKY_PGO_KEY",
-    "TORCH_COMPILE_STICKY_PGO_READ",
-    "TORCH_COMPILE_STICKY_PGO_WRITE",
-    "TRITON_DUMP_DIR",
-    "TRITON_OVERRIDE_DIR",
+from pytest_coldcompile.records import (
+    CACHES,
+    CAPTURED_ERR,
+    CAPTURED_OUT,
+    RAW_ERR,
+    RAW_OUT,
+    write_record,
 )
-
-
-def cache_env(test_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """Environment that points every compile cache of the child into test_dir and turns off
-    what is shared beyond it (remote caches, PGO, worker pools)."""
-    caches = Path(test_dir) / CACHES
-    return {
-        "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
-        "TRITON_CACHE_DIR": str(caches / "triton" / "cache"),
-        "TRITON_HOME": str(caches / "triton"),
-        "TORCHINDUCTOR_COMPILE_THREADS": "1",
-        "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
-        "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "0",
-        "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE": "0",
-        "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE": "0",
-        "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO": "0",
-        "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "0",
-    }
-
-
-def child_environ(test_dir: str, orders: dict[str, Any], base: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if k not in UNSET_ENV}
-    env.update(cache_env(test_dir))
-    if orders.get("cuda_visible_devices") is not None:
-        env["CUDA_VISIBLE_DEVICES"] = orders["cuda_visible_devices"]
-    return env
-
-
-def write_record(test_dir: str, record: dict[str, Any]) -> None:
-    """Append one JSON line; each is one write, so a kill leaves whole lines behind."""
-    line = (json.dumps(_encode(record), default=_jsonable) + "\n").encode()
-    fd = os.open(os.path.join(test_dir, RECORDS), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
-
-
-def _encode(value: Any) -> Any:
-    # JSON has no tuples, but pytest's reports hold some (a skip's longrepr, sections,
-    # user_properties) and their consumers check for them.
-    if isinstance(value, tuple):
-        return {TUPLE: [_encode(v) for v in value]}
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    return value
-
-
-def decode_hook(obj: dict[str, Any]) -> Any:
-    """json object_hook undoing _encode."""
-    if len(obj) == 1 and TUPLE in obj:
-        return tuple(obj[TUPLE])
-    return obj
-
-
-TUPLE = "__coldcompile_tuple__"
-
-
-def _jsonable(value: Any) -> Any:
-    # user_properties may hold anything; xdist has the same limit and stringifies too.
-    if isinstance(value, (set, frozenset)):
-        return list(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return repr(value)
-
-
-class CompileStats:
-    """Compile seconds, Dynamo frames, and the forward/backward graphs Inductor compiled."""
-
-    def __init__(self) -> None:
-        self.compile_s = 0.0
-        self.forward_graphs = 0
-        self.backward_graphs = 0
-        self._frames_before = 0
-        self._started: float | None = None
-
-    def install(self) -> None:
-        _imports.when_imported("torch._dynamo.utils", self._baseline)
-        _imports.when_imported("torch._dynamo.callback", self._hook_callbacks)
-        _imports.when_imported("torch._inductor.compile_fx", self._hook_inner_compile)
-
-    def _baseline(self, mod: ModuleType) -> None:
-        self._frames_before = _unique_graphs(mod)
-
-    def _hook_callbacks(self, mod: ModuleType) -> None:
-        handler = getattr(mod, "callback_handler", None)
-        if handler is None:
-            return
-        handler.register_start_callback(self._on_start)
-        handler.register_end_callback(self._on_end)
-
-    def _on_start(self, *args: Any) -> None:
-        self._started = time.perf_counter()
-
-    def _on_end(self, *args: Any) -> None:
-        if self._started is not None:
-            self.compile_s += time.perf_counter() - self._started
-            self._started = None
-
-    def _hook_inner_compile(self, mod: ModuleType) -> None:
-        # compile_fx_inner looks _compile_fx_inner up at each call; every Inductor graph,
-        # forward or backward, whatever the backend wrapper, passes through it.
-        inner = getattr(mod, "_compile_fx_inner", None)
-        if inner is None:
-            return
-
-        @functools.wraps(inner)
-        def counted(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
-            if kwargs.get("is_backward"):
-                self.backward_graphs += 1
-            else:
-                self.forward_graphs += 1
-            return inner(gm, example_inputs, **kwargs)
-
-        mod._compile_fx_inner = counted  # type: ignore[attr-defined]
-
-    def frames(self) -> int:
-        mod = sys.modules.get("torch._dynamo.utils")
-        return _unique_graphs(mod) - self._frames_before if mod else 0
-
-
-def _unique_graphs(mod: ModuleType | None) -> int:
-    counters = getattr(mod, "counters", None)
-    try:
-        return int(counters["stats"]["unique_graphs"]) if counters is not None else 0
-    except Exception:
-        return 0
+from pytest_coldcompile.stats import CompileStats
 
 
 @dataclass
@@ -228,61 +70,6 @@ class ChildContext:
 
 ACTIVE: ChildContext | None = None
 """Set in a cold child only."""
-
-
-def _patch_config(module_name: str, values: dict[str, Any]) -> None:
-    def patch(mod: ModuleType) -> None:
-        for key, value in values.items():
-            if hasattr(mod, key):
-                setattr(mod, key, value)
-
-    _imports.when_imported(module_name, patch)
-
-
-def _private_triton_dirs(caches: str) -> None:
-    def patch(knobs: ModuleType) -> None:
-        cache = getattr(knobs, "cache", None)
-        if cache is None:
-            return
-        # Explicit values win over any set before the fork; env alone would not override them.
-        home = os.path.join(caches, "triton")
-        for name, value in (
-            ("home_dir", home),
-            ("dir", os.path.join(home, "cache")),
-            ("dump_dir", os.path.join(home, ".triton", "dump")),
-            ("override_dir", os.path.join(home, ".triton", "override")),
-        ):
-            if hasattr(cache, name):
-                setattr(cache, name, value)
-
-    _imports.when_imported("triton.knobs", patch)
-
-
-def _private_header_dir(caches: str) -> None:
-    # Inductor keeps precompiled C++ headers in the default cache dir on purpose ("global");
-    # a cold child must not write there.
-    def patch(codecache: ModuleType) -> None:
-        if hasattr(codecache, "_HEADER_DIR"):
-            codecache._HEADER_DIR = os.path.join(caches, "inductor", "precompiled_headers")  # type: ignore[attr-defined]
-            codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")  # type: ignore[attr-defined]
-
-    _imports.when_imported("torch._inductor.codecache", patch)
-
-
-def _reset_compiler_state() -> None:
-    """Forget compile state that existed before the child began (e.g. made at collection)."""
-    dynamo = sys.modules.get("torch._dynamo")
-    counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
-    # reset() calls torch.cuda.is_available(): skip it when Dynamo has seen no frame at all.
-    if dynamo is not None and (counters is None or counters["frames"]["total"]):
-        dynamo.reset()
-    async_compile = sys.modules.get("torch._inductor.async_compile")
-    pool_owner = getattr(async_compile, "AsyncCompile", None)
-    for name in ("pool", "process_pool"):
-        cached = getattr(pool_owner, name, None)
-        # A pool inherited through fork has its threads in another process; forget it.
-        if hasattr(cached, "cache_clear"):
-            cached.cache_clear()
 
 
 def _adopt_selectors(tally: selectors.EventTally) -> None:
@@ -377,16 +164,13 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     global ACTIVE
     test_dir = orders["dir"]
     ctx = ChildContext(orders=orders, test_dir=test_dir)
-    for name in UNSET_ENV:
+    for name in pristine.UNSET_ENV:
         os.environ.pop(name, None)
-    os.environ.update(child_environ(test_dir, orders, {}))
+    os.environ.update(pristine.child_environ(test_dir, orders, {}))
     if orders.get("mode") == "fork" and orders.get("gpu_position") is not None:
         device.narrow_to(int(orders["gpu_position"]))
-    for module_name, values in CONFIG_PATCHES.items():
-        _patch_config(module_name, values)
-    _private_triton_dirs(ctx.cache_dir)
-    _private_header_dir(ctx.cache_dir)
-    _reset_compiler_state()
+    pristine.make_private(ctx.cache_dir)
+    pristine.reset_compiler_state()
     ctx.stats.install()
     if orders.get("smem_limit"):
         ctx.cap = SmemCap(int(orders["smem_limit"])).install()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import child
+from pytest_coldcompile import records
 from pytest_coldcompile.forkserver import ChildExit
 
 PHASES = ("setup", "call", "teardown")
@@ -43,9 +43,9 @@ def _read(test_dir: str, name: str) -> str:
 
 def read_records(config: pytest.Config, item: pytest.Item, test_dir: str) -> ChildResult:
     result = ChildResult()
-    for line in _read(test_dir, child.RECORDS).splitlines():
+    for line in _read(test_dir, records.RECORDS).splitlines():
         try:
-            record = json.loads(line, object_hook=child.decode_hook)
+            record = json.loads(line, object_hook=records.decode_hook)
         except ValueError:
             continue  # a line cut short by a kill
         kind = record.get("type")
@@ -135,11 +135,11 @@ def child_output(test_dir: str, when: str | None) -> list[tuple[str, str]]:
     """Report sections with what the child printed that no finished report holds."""
     sections = []
     if when is not None:
-        for name, title in ((child.CAPTURED_OUT, "stdout"), (child.CAPTURED_ERR, "stderr")):
+        for name, title in ((records.CAPTURED_OUT, "stdout"), (records.CAPTURED_ERR, "stderr")):
             text = _read(test_dir, name)
             if text:
                 sections.append((f"Captured {title} {when}", text))
-    for name, title in ((child.RAW_OUT, "stdout"), (child.RAW_ERR, "stderr")):
+    for name, title in ((records.RAW_OUT, "stdout"), (records.RAW_ERR, "stderr")):
         text = _read(test_dir, name)
         if text:
             sections.append((f"Cold child {title} (uncaptured)", text))
@@ -233,7 +233,7 @@ def parent_failure(item: pytest.Item, text: str, when: str = "setup") -> list[py
 
 def echo_uncaptured(test_dir: str) -> None:
     """Write what the child printed uncaptured to this process's streams (for ``-s`` runs)."""
-    for name, stream in ((child.RAW_OUT, sys.stdout), (child.RAW_ERR, sys.stderr)):
+    for name, stream in ((records.RAW_OUT, sys.stdout), (records.RAW_ERR, sys.stderr)):
         text = _read(test_dir, name)
         if text:
             stream.write(text)

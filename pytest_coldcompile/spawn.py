@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import child
+from pytest_coldcompile import pristine, records
 from pytest_coldcompile.forkserver import ChildExit
 
 # Destinations of options that must not reach a child running one test: distribution,
@@ -156,15 +156,15 @@ def run(
     config: pytest.Config, nodeid: str, orders: dict[str, Any], timeout: float | None
 ) -> ChildExit:
     test_dir = orders["dir"]
-    orders_path = os.path.join(test_dir, child.ORDERS)
+    orders_path = os.path.join(test_dir, records.ORDERS)
     Path(orders_path).write_text(json.dumps({**orders, "nodeid": nodeid}))
-    env = child.child_environ(test_dir, orders, dict(os.environ))
+    env = pristine.child_environ(test_dir, orders, dict(os.environ))
     env["PYTEST_ADDOPTS"] = ""
     cmd = command(config, nodeid, orders_path, test_dir)
     began = time.monotonic()
     with (
-        open(os.path.join(test_dir, child.RAW_OUT), "ab") as out,
-        open(os.path.join(test_dir, child.RAW_ERR), "ab") as err,
+        open(os.path.join(test_dir, records.RAW_OUT), "ab") as out,
+        open(os.path.join(test_dir, records.RAW_ERR), "ab") as err,
     ):
         # A session of its own: the timeout kills the whole group, compilers included.
         proc = subprocess.Popen(

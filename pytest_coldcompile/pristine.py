@@ -1,0 +1,131 @@
+"""What makes a process cold: private empty caches, no remote caches or PGO, no worker pools,
+and no compile state from before. The environment of a spawned child is built here too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pytest_coldcompile import _imports
+from pytest_coldcompile.records import CACHES
+
+# Already-imported config modules read their environment at import; set them directly.
+CONFIG_PATCHES: dict[str, dict[str, Any]] = {
+    "torch._inductor.config": {
+        "compile_threads": 1,  # no worker pool to start, leak or deadlock on
+        "fx_graph_remote_cache": False,
+        "autotune_remote_cache": False,
+        "bundled_autotune_remote_cache": False,
+    },
+    "torch._functorch.config": {"enable_remote_autograd_cache": False},
+    "torch._dynamo.config": {
+        "automatic_dynamic_local_pgo": False,
+        "automatic_dynamic_remote_pgo": False,
+    },
+    "torch.compiler.config": {
+        "job_id": None,
+        "pgo_extra_read_key": None,
+        "pgo_extra_write_key": None,
+    },
+}
+UNSET_ENV = (
+    "TORCH_COMPILE_JOB_ID",
+    "TORCH_COMPILE_STICKY_PGO_KEY",
+    "TORCH_COMPILE_STICKY_PGO_READ",
+    "TORCH_COMPILE_STICKY_PGO_WRITE",
+    "TRITON_DUMP_DIR",
+    "TRITON_OVERRIDE_DIR",
+)
+
+
+def cache_env(test_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """Environment that points every compile cache of the child into test_dir and turns off
+    what is shared beyond it (remote caches, PGO, worker pools)."""
+    caches = Path(test_dir) / CACHES
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+        "TRITON_CACHE_DIR": str(caches / "triton" / "cache"),
+        "TRITON_HOME": str(caches / "triton"),
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
+        "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "0",
+        "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE": "0",
+        "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE": "0",
+        "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO": "0",
+        "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "0",
+    }
+
+
+def child_environ(test_dir: str, orders: dict[str, Any], base: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if k not in UNSET_ENV}
+    env.update(cache_env(test_dir))
+    if orders.get("cuda_visible_devices") is not None:
+        env["CUDA_VISIBLE_DEVICES"] = orders["cuda_visible_devices"]
+    return env
+
+
+def _patch_config(module_name: str, values: dict[str, Any]) -> None:
+    def patch(mod: ModuleType) -> None:
+        for key, value in values.items():
+            if hasattr(mod, key):
+                setattr(mod, key, value)
+
+    _imports.when_imported(module_name, patch)
+
+
+def _private_triton_dirs(caches: str) -> None:
+    def patch(knobs: ModuleType) -> None:
+        cache = getattr(knobs, "cache", None)
+        if cache is None:
+            return
+        # Explicit values win over any set before the fork; env alone would not override them.
+        home = os.path.join(caches, "triton")
+        for name, value in (
+            ("home_dir", home),
+            ("dir", os.path.join(home, "cache")),
+            ("dump_dir", os.path.join(home, ".triton", "dump")),
+            ("override_dir", os.path.join(home, ".triton", "override")),
+        ):
+            if hasattr(cache, name):
+                setattr(cache, name, value)
+
+    _imports.when_imported("triton.knobs", patch)
+
+
+def _private_header_dir(caches: str) -> None:
+    # Inductor keeps precompiled C++ headers in the default cache dir on purpose ("global");
+    # a cold child must not write there.
+    def patch(codecache: ModuleType) -> None:
+        if hasattr(codecache, "_HEADER_DIR"):
+            codecache._HEADER_DIR = os.path.join(caches, "inductor", "precompiled_headers")  # type: ignore[attr-defined]
+            codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")  # type: ignore[attr-defined]
+
+    _imports.when_imported("torch._inductor.codecache", patch)
+
+
+def reset_compiler_state() -> None:
+    """Forget compile state that existed before the child began (e.g. made at collection)."""
+    dynamo = sys.modules.get("torch._dynamo")
+    counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
+    # reset() calls torch.cuda.is_available(): skip it when Dynamo has seen no frame at all.
+    if dynamo is not None and (counters is None or counters["frames"]["total"]):
+        dynamo.reset()
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    pool_owner = getattr(async_compile, "AsyncCompile", None)
+    for name in ("pool", "process_pool"):
+        cached = getattr(pool_owner, name, None)
+        # A pool inherited through fork has its threads in another process; forget it.
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+
+
+def make_private(caches: str) -> None:
+    """Point the compile configuration of this process at caches, now or when it is imported."""
+    for module_name, values in CONFIG_PATCHES.items():
+        _patch_config(module_name, values)
+    _private_triton_dirs(caches)
+    _private_header_dir(caches)

@@ -1,0 +1,76 @@
+"""What a cold child measures of its compiles: compile seconds, Dynamo frames, and the forward
+and backward graphs Inductor compiled. Hooks go in when torch's modules are imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from types import ModuleType
+from typing import Any
+
+from pytest_coldcompile import _imports
+
+
+class CompileStats:
+    """Compile seconds, Dynamo frames, and the forward/backward graphs Inductor compiled."""
+
+    def __init__(self) -> None:
+        self.compile_s = 0.0
+        self.forward_graphs = 0
+        self.backward_graphs = 0
+        self._frames_before = 0
+        self._started: float | None = None
+
+    def install(self) -> None:
+        _imports.when_imported("torch._dynamo.utils", self._baseline)
+        _imports.when_imported("torch._dynamo.callback", self._hook_callbacks)
+        _imports.when_imported("torch._inductor.compile_fx", self._hook_inner_compile)
+
+    def _baseline(self, mod: ModuleType) -> None:
+        self._frames_before = _unique_graphs(mod)
+
+    def _hook_callbacks(self, mod: ModuleType) -> None:
+        handler = getattr(mod, "callback_handler", None)
+        if handler is None:
+            return
+        handler.register_start_callback(self._on_start)
+        handler.register_end_callback(self._on_end)
+
+    def _on_start(self, *args: Any) -> None:
+        self._started = time.perf_counter()
+
+    def _on_end(self, *args: Any) -> None:
+        if self._started is not None:
+            self.compile_s += time.perf_counter() - self._started
+            self._started = None
+
+    def _hook_inner_compile(self, mod: ModuleType) -> None:
+        # compile_fx_inner looks _compile_fx_inner up at each call; every Inductor graph,
+        # forward or backward, whatever the backend wrapper, passes through it.
+        inner = getattr(mod, "_compile_fx_inner", None)
+        if inner is None:
+            return
+
+        @functools.wraps(inner)
+        def counted(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+            if kwargs.get("is_backward"):
+                self.backward_graphs += 1
+            else:
+                self.forward_graphs += 1
+            return inner(gm, example_inputs, **kwargs)
+
+        mod._compile_fx_inner = counted  # type: ignore[attr-defined]
+
+    def frames(self) -> int:
+        mod = sys.modules.get("torch._dynamo.utils")
+        return _unique_graphs(mod) - self._frames_before if mod else 0
+
+
+def _unique_graphs(mod: ModuleType | None) -> int:
+    counters = getattr(mod, "counters", None)
+    try:
+        return int(counters["stats"]["unique_graphs"]) if counters is not None else 0
+    except Exception:
+        return 0
