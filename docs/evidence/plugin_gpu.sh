@@ -82,10 +82,11 @@ EOF
     echo CUDA_VISIBLE_DEVICES=\${CUDA_VISIBLE_DEVICES-unset}
     git log -1 --format='commit %H %s' 2>/dev/null || true"
 
-# Issue 4 item 9: collection calls torch.cuda.is_available() (test_gpu.py does at import);
-# the cold test compiles and runs on CUDA under --cold-compile; the summary's last line says
-# whether the pytest process itself initialized CUDA.
+# Issue 4 item 9: collection calls torch.cuda.is_available() (test_gpu.py does at import when
+# asked to); the cold tests compile and run on CUDA under --cold-compile (auto: spawn); the
+# summary's last line says whether the pytest process itself initialized CUDA.
 step issue4-item9-cold-cuda-after-is_available 100 \
+    env COLDCOMPILE_TEST_CUDA_AT_COLLECTION=1 \
     "${PYTEST[@]}" tests/plugin/test_gpu.py --cold-compile -v -rA \
     -k "test_cold_child_uses_cuda or test_device_facts_match_what_cuda_reports" \
     --junitxml="$OUT/item9.xml" --cold-compile-report="$OUT/item9.json"
@@ -129,9 +130,10 @@ print("each worker's children saw one GPU, and the two workers different GPUs:",
 sys.exit(0 if ok else 1)
 EOF
 
-# Forked children using CUDA: nothing touched CUDA before the fork server was forked.
-step issue4-fork-mode-cuda 60 \
-    "${PYTEST[@]}" tests/plugin/test_gpu_fork.py -v -rA --cold-compile -k test_forked_child_uses_cuda
+# Forked children using CUDA (nothing touched CUDA before the fork server was forked), and a
+# Triton kernel compiled by an in-process test that a later cold test does not inherit.
+step issue4-fork-mode-cuda 75 \
+    "${PYTEST[@]}" tests/plugin/test_gpu_fork.py -v -rA -k "not test_each_worker_child_sees_one_gpu"
 
 # The plugin's own pytester suite on this machine's Python, torch and triton.
 step plugin-suite 200 \
