@@ -42,8 +42,11 @@ def _run(directory: Path, args: list[str], expect: int) -> float:
 def measure(tests: int, repeats: int, spawn_tests: int) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         full, small, heavy = Path(tmp, "full"), Path(tmp, "small"), Path(tmp, "torch")
-        for directory, n, imports in ((full, tests, ""), (small, spawn_tests, ""),
-                                      (heavy, tests, "import torch, triton")):
+        for directory, n, imports in (
+            (full, tests, ""),
+            (small, spawn_tests, ""),
+            (heavy, tests, "import torch, triton"),
+        ):
             directory.mkdir()
             (directory / "test_trivial.py").write_text(TEST_FILE.format(n=n, imports=imports))
         configs = {
@@ -54,8 +57,11 @@ def measure(tests: int, repeats: int, spawn_tests: int) -> dict[str, list[float]
         }
         if spawn_tests:
             configs["plain, spawn-sized"] = (small, [], spawn_tests)
-            configs["cold (spawn)"] = (small, ["--cold-compile", "--cold-compile-mode=spawn"],
-                                       spawn_tests)
+            configs["cold (spawn)"] = (
+                small,
+                ["--cold-compile", "--cold-compile-mode=spawn"],
+                spawn_tests,
+            )
         times: dict[str, list[float]] = {name: [] for name in configs}
         for _ in range(repeats):
             for name, (directory, args, expect) in configs.items():
@@ -79,11 +85,17 @@ def report(times: dict[str, list[float]], tests: int, spawn_tests: int, command:
         runs = ", ".join(f"{v:.2f}" for v in values)
         lines.append(f"| {name} | {count} | {median[name]:.2f} | {runs} |")
     fork = (median["cold (auto: fork)"] - median["plain"]) / tests * 1000
-    heavy = (median["cold (auto: fork), module imports torch"]
-             - median["plain, module imports torch"]) / tests * 1000
-    lines += ["", f"Isolation overhead, fork (the default here): **{fork:.1f} ms per test**",
-              f"Isolation overhead, fork, the test module imports torch and triton: "
-              f"**{heavy:.1f} ms per test**"]
+    heavy = (
+        (median["cold (auto: fork), module imports torch"] - median["plain, module imports torch"])
+        / tests
+        * 1000
+    )
+    lines += [
+        "",
+        f"Isolation overhead, fork (the default here): **{fork:.1f} ms per test**",
+        f"Isolation overhead, fork, the test module imports torch and triton: "
+        f"**{heavy:.1f} ms per test**",
+    ]
     if spawn_tests:
         spawn = (median["cold (spawn)"] - median["plain, spawn-sized"]) / spawn_tests * 1000
         lines.append(f"Isolation overhead, spawn: **{spawn:.0f} ms per test**")
@@ -94,8 +106,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--spawn-tests", type=int, default=20,
-                        help="tests in the spawn comparison (0: skip it)")
+    parser.add_argument(
+        "--spawn-tests", type=int, default=20, help="tests in the spawn comparison (0: skip it)"
+    )
     ns = parser.parse_args()
     times = measure(ns.tests, ns.repeats, ns.spawn_tests)
     print(report(times, ns.tests, ns.spawn_tests, "python " + " ".join(sys.argv)))
