@@ -28,6 +28,8 @@ DROP = frozenset(
     {
         "numprocesses",
         "dist",
+        "distload",
+        "forked",
         "tx",
         "maxprocesses",
         "looponfail",
