@@ -23,21 +23,9 @@ SHAPES = {  # name: (degrees, focus, frames, channels, grid)
     "P108": (36, 2, 3, 64, 344),
 }
 OPERANDS = {"fwd": 2, "bwd": 3, "bwd2": 5}
-# dtype label: (torch dtype name, fp32 dot precision)
-DTYPES = {"bf16": ("bfloat16", None), "fp32-ieee": ("float32", "ieee"),
-          "fp32-tf32x3": ("float32", "tf32x3")}
+DTYPES = {"bf16": "bfloat16", "fp32": "float32"}  # fp32 tiles carry their dot precision
 EXTRA_TILES = [(128, 64, 3, 8), (128, 32, 3, 8), (64, 64, 4, 4), (64, 32, 4, 4), (64, 16, 3, 4),
                (32, 16, 3, 4), (32, 32, 4, 4), (64, 64, 3, 4)]
-
-
-def _set_precision(precision):
-    """Point the launchers' fp32 dot precision at ``precision`` (16-bit dtypes are unaffected)."""
-    import torch
-
-    import gridpair.launchers as launchers
-
-    fp32 = precision or "ieee"
-    launchers.dot_precision = lambda dtype: fp32 if dtype == torch.float32 else "tf32"
 
 
 def _jobs(shapes, dtypes):
@@ -50,7 +38,7 @@ def _jobs(shapes, dtypes):
     for shape in shapes:
         geometry = Geometry(*SHAPES[shape])
         for label in dtypes:
-            dtype = getattr(torch, DTYPES[label][0])
+            dtype = getattr(torch, DTYPES[label])
             for op in OPERANDS:
                 extra = [Tile(*t) for t in EXTRA_TILES] if dtype == torch.bfloat16 else []
                 tiles = list(dict.fromkeys([*generated_candidates(op, geometry, dtype), *extra]))
@@ -68,9 +56,7 @@ def _compile(job):
     from gridpair.validate import Signature, _ast_source
 
     shape, label, op, tile = job
-    dtype_name, precision = DTYPES[label]
-    _set_precision(precision)
-    signature = Signature(getattr(torch, dtype_name), (True,) * OPERANDS[op], False)
+    signature = Signature(getattr(torch, DTYPES[label]), (True,) * OPERANDS[op], False)
     start = time.perf_counter()
     try:
         compiled = triton.compile(_ast_source(op, Geometry(*SHAPES[shape]), tile, signature),
@@ -124,9 +110,7 @@ def main(argv=None):
         to_grid64 = rand(grid, degrees * frames) * scale
         from_grid64 = rand(grid, degrees * frames) * scale
         for label in plan[shape]:
-            dtype_name, precision = DTYPES[label]
-            dtype = getattr(torch, dtype_name)
-            _set_precision(precision)
+            dtype = getattr(torch, DTYPES[label])
             for op, count in OPERANDS.items():
                 exact = getattr(reference, op)(*operands64[:count], to_grid64, from_grid64, frames)
                 exact = exact if isinstance(exact, tuple) else (exact,)

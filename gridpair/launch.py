@@ -31,14 +31,18 @@ CACHED = "cached"
 UNSUPPORTED = "unsupported_dtype"
 
 # Tile axes, most aggressive first: (row block, grid block, stages); each tile takes the fewest
-# warps that keep its resident values in registers. Chosen from offline sweeps of shared memory,
-# registers and spills on sm_90 (docs/evidence/); H200 timings live in gridpair.tuned.
+# warps that keep its resident values in registers. From the sweeps of shared memory,
+# registers, spills and H200 timings (docs/evidence/): 16-bit tiles up to 64 rows; fp32 tiles
+# of 16 rows (more rows spill catastrophically), first with tf32x3 dots (3-10x faster than
+# IEEE FMA dots and within the fp32 error bound), then with IEEE dots, whose smaller footprint
+# still fits 99 KB devices.
 _BLOCK_ROWS = (64, 32, 16)
 _BLOCK_GRID = (64, 32)
 _STAGES = (3, 2)
 _WARPS = (4, 8)
-# Last resorts, smallest footprint: a single-stage 16 x 16 tile.
 _SMALLEST = ((16, 16, 2), (16, 16, 1))
+_FP32_SHAPES = ((16, 64, 2), (16, 32, 2), (16, 16, 1))
+_FP32_DOTS = ("tf32x3", "ieee")
 # 32-bit registers per thread the resident values of a tile may take (of 255): accumulators,
 # operand rows and the grid fields of one block. Beyond it ptxas spills to local memory.
 _RESIDENT_REGISTERS = 192
@@ -115,16 +119,23 @@ def generated_candidates(op: str, geometry: Geometry, dtype: torch.dtype) -> lis
     """The ladder from the most to the least aggressive tile whose resident values stay in
     registers; grid blocks larger than the grid are left out."""
     widest_grid = _power_of_two_at_least(geometry.grid)
-    shapes = [s for s in product(_BLOCK_ROWS, _BLOCK_GRID, _STAGES) if s[1] <= widest_grid]
+    if dtype == torch.float32:
+        shapes = [(*shape, dots) for dots in _FP32_DOTS for shape in _FP32_SHAPES]
+    else:
+        shapes = [(*s, None) for s in product(_BLOCK_ROWS, _BLOCK_GRID, _STAGES)]
+        shapes += [(*s, None) for s in _SMALLEST]
     ladder = []
-    for rows, grid, stages in [*shapes, *_SMALLEST]:
+    for rows, grid, stages, dots in shapes:
+        if grid > widest_grid:
+            continue
         for warps in _WARPS:
-            tile = Tile(rows, grid, stages, warps)
+            tile = Tile(rows, grid, stages, warps, dots)
             if resident_registers(op, geometry, tile, dtype) <= _RESIDENT_REGISTERS:
                 ladder.append(tile)
                 break
-    if not ladder:  # even the smallest tile is over the budget: offer it anyway
-        ladder.append(Tile(*_SMALLEST[-1], _WARPS[-1]))
+        else:  # even 8 warps are over the budget: the smallest footprint still gets a try
+            if (rows, grid, stages) == (16, 16, 1) or (rows, grid, stages) == _SMALLEST[-1]:
+                ladder.append(Tile(rows, grid, stages, _WARPS[-1], dots))
     return ladder
 
 

@@ -37,22 +37,29 @@ class Geometry:
                    int(to_grid.shape[0]))
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Tile:
     """A launch configuration: row block ((pair, channel) rows: the channel block), grid
-    block, pipeline stages, warps."""
+    block, pipeline stages, warps, and for fp32 operands the dot precision: "tf32x3" (three
+    TF32 tensor-core products, fp32-grade accuracy) or "ieee" (FMA). 16-bit operands always
+    take the tensor cores and leave it None."""
 
     block_rows: int
     block_grid: int
     num_stages: int
     num_warps: int
+    fp32_dots: str | None = None
 
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+    def as_dict(self) -> dict[str, object]:
+        config = asdict(self)
+        if self.fp32_dots is None:
+            del config["fp32_dots"]
+        return config
 
     def __str__(self) -> str:
+        dots = f" {self.fp32_dots}" if self.fp32_dots else ""
         return (f"BM={self.block_rows} BG={self.block_grid} "
-                f"stages={self.num_stages} warps={self.num_warps}")
+                f"stages={self.num_stages} warps={self.num_warps}{dots}")
 
 
 def _next_power_of_two(n: int) -> int:
@@ -74,10 +81,12 @@ def slot_cover(slots: int) -> tuple[int, int]:
     return main, tail
 
 
-def dot_precision(dtype: torch.dtype) -> str:
-    """fp32 operands take IEEE dots (TF32 would cost ~1e-3 relative error); 16-bit ones the
-    tensor cores."""
-    return "ieee" if dtype == torch.float32 else "tf32"
+def dot_precision(tile: Tile, dtype: torch.dtype) -> str:
+    """Triton's input_precision for the tile's dots. fp32 never takes plain TF32 (about 1e-3
+    relative error); a tile without a choice gets IEEE."""
+    if dtype == torch.float32:
+        return tile.fp32_dots or "ieee"
+    return "tf32"  # ignored by Triton for 16-bit operands
 
 
 def kernel_constexprs(geometry: Geometry, tile: Tile, dtype: torch.dtype) -> dict[str, object]:
@@ -93,7 +102,7 @@ def kernel_constexprs(geometry: Geometry, tile: Tile, dtype: torch.dtype) -> dic
         "SLOTS_TAIL": slots_tail,
         "BLOCK_M": tile.block_rows,
         "BLOCK_G": tile.block_grid,
-        "PRECISION": dot_precision(dtype),
+        "PRECISION": dot_precision(tile, dtype),
     }
 
 
