@@ -9,6 +9,7 @@ keeping the first that the device can load; choices and exhausted searches are c
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import product
 
@@ -296,3 +297,20 @@ def _wide(tensor: Tensor) -> bool:
 
 
 SELECTOR = LaunchSelector()
+_active = [SELECTOR]
+
+
+def active_selector() -> LaunchSelector:
+    """The selector the custom ops consult: ``SELECTOR`` unless ``using_selector`` says else."""
+    return _active[-1]
+
+
+@contextmanager
+def using_selector(selector: LaunchSelector) -> Iterator[LaunchSelector]:
+    """Route the custom ops' launch choices through ``selector`` for the block (for tests and
+    experiments with other selection policies; the ops trace the same either way)."""
+    _active.append(selector)
+    try:
+        yield selector
+    finally:
+        _active.remove(selector)

@@ -14,7 +14,7 @@ from torch import Tensor
 from torch.library import triton_op
 
 from gridpair import reference
-from gridpair.launch import SELECTOR
+from gridpair.launch import active_selector
 from gridpair.launchers import launch
 
 _REFERENCE = {"fwd": reference.fwd, "bwd": reference.bwd, "bwd2": reference.bwd2}
@@ -26,7 +26,7 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
     # The kernels read contiguous projectors: a no-op for the usual constant buffers, and their
     # layout cannot then change the compiled kernel.
     to_grid, from_grid = to_grid.contiguous(), from_grid.contiguous()
-    tile = SELECTOR.choose(op, operands, (to_grid, from_grid), n_frames)
+    tile = active_selector().choose(op, operands, (to_grid, from_grid), n_frames)
     if tile is None or operands[0].device.type != "cuda":
         result = _REFERENCE[op](*operands, to_grid, from_grid, n_frames)
         return result if isinstance(result, tuple) else (result,)
@@ -117,27 +117,29 @@ grid_pair_bwd2.register_autograd(_bwd2_backward, setup_context=_save)
 
 
 # -- autocast: the kernels take the autocast dtype with fp32 accumulation ----------------------
-def _register_autocast(op) -> None:
-    """Under CUDA autocast, cast floating CUDA inputs to the autocast dtype, then run the op
-    with autocast off. (``torch.library.register_autocast`` fixes one dtype; this follows
-    whatever dtype the autocast region asks for.)"""
-    key = torch._C.DispatchKey.AutocastCUDA
+def _register_autocast(op, device_type: str) -> None:
+    """Under autocast, cast the floating inputs on ``device_type`` to the autocast dtype, then
+    run the op with autocast off. (``torch.library.register_autocast`` fixes one dtype; this
+    follows whatever dtype the autocast region asks for.) The CPU rule keeps graphs alike on
+    every device."""
+    key_name = "Autocast" + torch._C._dispatch_key_for_device(device_type)
+    key = getattr(torch._C.DispatchKey, key_name)
 
     def autocast_kernel(*args):
-        dtype = torch.get_autocast_dtype("cuda")
-        cast = [a.to(dtype) if isinstance(a, Tensor) and a.is_floating_point() and a.is_cuda
-                else a for a in args]
+        dtype = torch.get_autocast_dtype(device_type)
+        cast = [a.to(dtype) if isinstance(a, Tensor) and a.is_floating_point()
+                and a.device.type == device_type else a for a in args]
         with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
             return op(*cast)
 
-    if op.has_kernel_for_dispatch_key(key):
-        op.py_kernels.pop(key, None)
+    op.py_kernels.pop(key, None)
     op.py_impl(key)(autocast_kernel)
     _LIBRARY.impl(op._schema.name.split("::")[1], lambda _keyset, *args: autocast_kernel(*args),
-                  "AutocastCUDA", with_keyset=True)
+                  key_name, with_keyset=True)
 
 
 _LIBRARY = torch.library.Library("gridpair", "FRAGMENT")
 for _op in (torch.ops.gridpair.grid_pair_fwd.default, torch.ops.gridpair.grid_pair_bwd.default,
             torch.ops.gridpair.grid_pair_bwd2.default):
-    _register_autocast(_op)
+    for _device_type in ("cuda", "cpu"):
+        _register_autocast(_op, _device_type)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# GPU evidence for gridpair and its cold regressions (issues 2, 3, 6, 7), without installing:
+#     OUT=/path/to/output bash docs/evidence/gridpair_gpu.sh PART
+# PART "a": versions, the CUDA operator tests (numerics, real handle loading), the cold
+# regressions under --cold-compile; PART "b": the regressions and the proof under
+# --smem-limit 101376; PART "c": the benchmark. Each step's command line, output and exit
+# status go to $OUT/<step>.log; summary.txt keeps the lines that carry the evidence.
+set -uo pipefail
+: "${OUT:?set OUT to the output directory}"
+cd "$(dirname "$0")/../.."
+REPO=$(pwd)
+# The plugin (pytest11) and gridpair's selector entry points, as an installation declares them.
+DIST=$(mktemp -d)
+mkdir "$DIST/pytest_coldcompile-0.1.0.dist-info"
+printf 'Metadata-Version: 2.1\nName: pytest-coldcompile\nVersion: 0.1.0\n' \
+    > "$DIST/pytest_coldcompile-0.1.0.dist-info/METADATA"
+printf '[pytest11]\ncoldcompile = pytest_coldcompile.plugin\n\n[pytest_coldcompile.selectors]\ngridpair = gridpair:SELECTOR\n' \
+    > "$DIST/pytest_coldcompile-0.1.0.dist-info/entry_points.txt"
+export PYTHONPATH="$DIST:$REPO" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+PYTEST=(python3 -m pytest -p no:cacheprovider -rA)
+
+run() {  # run NAME SECONDS COMMAND...
+    local name=$1 limit=$2 began=$SECONDS
+    shift 2
+    { echo "+ $*"; date -u +%FT%TZ; } > "$OUT/$name.log"
+    timeout -k 5 "$limit" "$@" >> "$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "# exit status $rc after $((SECONDS - began))s" >> "$OUT/$name.log"
+    { echo "== $name: exit $rc, $((SECONDS - began))s: $*"
+      grep -E '^(PASSED|FAILED|ERROR|SKIPPED) |^=+ .*(passed|failed)|^cold-compile: |^[0-9]+ run as |^pytest process|^\.\.\.::|^test  ' "$OUT/$name.log" | tail -n 40
+    } >> "$OUT/summary.txt"
+}
+
+case "${1:-a}" in
+a)
+    run versions 60 bash -c 'python3 -c "import sys, torch, triton, pytest; print(sys.version.split()[0], \"torch\", torch.__version__, \"triton\", triton.__version__, \"pytest\", pytest.__version__); [print(i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).shared_memory_per_block_optin) for i in range(torch.cuda.device_count())]"; nvidia-smi -L'
+    run gridpair-cuda 200 "${PYTEST[@]}" tests/gridpair/test_cuda.py -n 2 -s
+    run regressions-cold 230 "${PYTEST[@]}" --cold-compile tests/regressions -n 2 \
+        -k "not test_b_c" --cold-compile-report="$OUT/regressions-cold.json"
+    ;;
+b)
+    run regressions-cold-smem-101376 260 "${PYTEST[@]}" --cold-compile --smem-limit 101376 \
+        tests/regressions -n 2 -k "not test_b_c" \
+        --cold-compile-report="$OUT/regressions-cold-smem-101376.json"
+    run proof-warm-masks-cold-catches 300 "${PYTEST[@]}" -s \
+        tests/regressions/test_proof.py -k test_b_c
+    ;;
+c)
+    run bench 560 python3 benchmarks/bench_gridpair.py --out "$OUT/h200.json"
+    ;;
+esac
+cat "$OUT/summary.txt"
