@@ -39,7 +39,8 @@ class Operands:
 def draw(nodes, degrees, focus, frames, channels, grid, *, seed, layout="contiguous",
          device="cpu") -> Operands:
     """float64 operands; layout 'degree_major' makes (N, D, ...) views of (D, N, ...) storage
-    with a channel slice, so strides depend on N and the last axis is not the whole row."""
+    with a channel slice, so strides depend on N and the last axis is not the whole row (and
+    the first element is not 16-byte aligned); 'degree_major_aligned' omits the slice."""
     gen = torch.Generator().manual_seed(seed)
 
     def coefficients():
@@ -50,6 +51,9 @@ def draw(nodes, degrees, focus, frames, channels, grid, *, seed, layout="contigu
             base = torch.randn(degrees, nodes, focus, packed + 5, generator=gen,
                                dtype=torch.float64)
             return base.transpose(0, 1)[..., 2:2 + packed]
+        if layout == "degree_major_aligned":  # N-dependent strides, 16-byte aligned start
+            base = torch.randn(degrees, nodes, focus, packed, generator=gen, dtype=torch.float64)
+            return base.transpose(0, 1)
         raise ValueError(layout)
 
     def projector():

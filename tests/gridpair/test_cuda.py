@@ -97,6 +97,7 @@ def triton_compiles(tmp_path, monkeypatch):
     return counter
 
 
+@pytest.mark.cold_compile  # a process that compiled nothing: every compile shows
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_one_compile_per_probe_and_none_at_launch(triton_compiles, dtype):
     """Eager: validation compiles each probed candidate once; the launch reuses the admitted
@@ -115,7 +116,8 @@ def test_one_compile_per_probe_and_none_at_launch(triton_compiles, dtype):
     torch.cuda.synchronize()
     assert len(triton_compiles.compiled) == before, triton_compiles.compiled[before:]
     # A second batch size and a degree-major view: no new compile, no new probe.
-    other = draw(77, 49, 2, 3, 96, 584, seed=7, layout="degree_major", device="cuda").to(dtype)
+    other = draw(77, 49, 2, 3, 96, 584, seed=7, layout="degree_major_aligned",
+                 device="cuda").to(dtype)
     assert selector.choose("fwd", [other.left, other.right], projectors, 3) == tile
     gridpair.launchers.launch("fwd", [other.left, other.right], *projectors, 3, tile)
     torch.cuda.synchronize()
@@ -123,6 +125,7 @@ def test_one_compile_per_probe_and_none_at_launch(triton_compiles, dtype):
     assert len([e for e in events if e.kind == "probe"]) == len(probes)
 
 
+@pytest.mark.cold_compile
 def test_real_handles_enforce_an_emulated_limit(monkeypatch):
     """Under a 101376-byte cap the production fp32 second backward rejects its first
     candidates with Triton's own OutOfResources and admits a later one that fits."""
