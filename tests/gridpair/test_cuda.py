@@ -153,8 +153,11 @@ def test_compiled_force_step_runs_validated_kernels(triton_compiles):
 
     gridpair.SELECTOR.reset()
     ops = draw(64, 49, 2, 3, 96, 584, seed=9, device="cuda").to(torch.float32)
-    graph = make_fx(force_step, tracing_mode="symbolic")(ops.left, ops.right, ops.to_grid,
-                                                         ops.from_grid)
+    def step(left, right, to_grid, from_grid):
+        return force_step(left, right, to_grid, from_grid)
+
+    graph = make_fx(step, tracing_mode="symbolic")(ops.left, ops.right, ops.to_grid,
+                                                   ops.from_grid)
     compiled = torch.compile(graph, dynamic=True)
     for nodes in (64, 100, 300):
         x = draw(nodes, 49, 2, 3, 96, 584, seed=nodes, layout="degree_major",
