@@ -1,0 +1,308 @@
+"""The validated launch selector on the CPU, with real Triton compilation for device profiles
+(GRIDPAIR_DEVICE): rejection then admission, caching of choices and failures, tuned entries,
+limits, errors, the events of the selector protocol, and the specialization it validates."""
+
+import os
+import subprocess
+
+import pytest
+import torch
+import triton
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler.compiler import make_backend
+from triton.compiler.errors import CompilationError
+from triton.runtime.jit import create_function_from_signature
+
+from gridpair import devices, grid_pair, launch, reference_grid_pair, tuned
+from gridpair.kernels import KERNELS
+from gridpair.launch import LaunchSelector, using_selector
+from gridpair.launchers import Geometry, Tile, kernel_constexprs
+from gridpair.validate import (
+    Signature,
+    _ast_source,
+    _placeholder_arguments,
+    cubin_registers,
+    max_threads,
+)
+
+P147 = dict(degrees=49, focus=2, frames=3, channels=96, grid=584)  # production fp32 bwd2
+SMALL_DEVICE = "rtx-pro-6000-blackwell"
+LIMIT_99K = 101376
+OPERAND_COUNT = {"fwd": 2, "bwd": 3, "bwd2": 5}
+
+
+def launch_args(op, nodes=2, dtype=torch.float32, shape=P147, layout="contiguous"):
+    d, f, k, c, g = (shape[n] for n in ("degrees", "focus", "frames", "channels", "grid"))
+    if layout == "contiguous":
+        coefficient = torch.zeros(nodes, d, f, k * c, dtype=dtype)
+    else:  # N-dependent strides, aligned start
+        coefficient = torch.zeros(d, nodes, f, k * c, dtype=dtype).transpose(0, 1)
+    projector = torch.zeros(g, d * k, dtype=dtype)
+    return [coefficient] * OPERAND_COUNT[op], (projector, projector), k
+
+
+class Recorder:
+    def __init__(self, selector):
+        self.events = []
+        self.unsubscribe = selector.subscribe(self.events.append)
+
+    def kinds(self, kind):
+        return [e for e in self.events if e.kind == kind]
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Every triton.compile call (cache hits included), by kernel name."""
+    seen = []
+    monkeypatch.setattr(knobs.compilation, "listener",
+                        lambda *, src, metadata, **_: seen.append(metadata["name"]))
+    return seen
+
+
+@pytest.fixture
+def profile(monkeypatch):
+    def use(name, cap=None):
+        monkeypatch.setenv("GRIDPAIR_DEVICE", name)
+        if cap is None:
+            monkeypatch.delenv(devices.SMEM_CAP_ENV, raising=False)
+        else:
+            monkeypatch.setenv(devices.SMEM_CAP_ENV, str(cap))
+    return use
+
+
+def test_production_fp32_bwd2_is_rejected_then_admitted_on_a_99_kib_device(profile):
+    profile(SMALL_DEVICE)
+    selector = LaunchSelector()
+    recorder = Recorder(selector)
+    tile = selector.choose("bwd2", *launch_args("bwd2"))
+    probes = recorder.kinds("probe")
+    admitted = recorder.kinds("admit")
+    assert tile is not None
+    assert len(admitted) == 1
+    assert admitted[0].config == tile.as_dict()
+    assert 0 < admitted[0].resources["shared"] <= LIMIT_99K
+    assert admitted[0].resources["limit"] == LIMIT_99K
+    # The first candidates overflow the device, a later one fits.
+    assert probes[0].outcome == "out_of_resources"
+    assert probes[0].resources["shared"] > LIMIT_99K
+    assert all(p.outcome == "out_of_resources" for p in probes[:-1])
+    assert probes[-1].outcome == "fits"
+    assert probes[-1].config == tile.as_dict()
+    assert not recorder.kinds("fallback")
+    print("\n".join(f"{e.kind} {e.config} {e.resources} {e.outcome}" for e in recorder.events))
+
+
+def test_the_h200_admits_a_larger_tile(profile):
+    profile(SMALL_DEVICE)
+    small = Recorder(small_selector := LaunchSelector())
+    small_selector.choose("bwd2", *launch_args("bwd2"))
+    profile("h200")
+    large = Recorder(large_selector := LaunchSelector())
+    large_tile = large_selector.choose("bwd2", *launch_args("bwd2"))
+    small_shared = small.kinds("admit")[0].resources["shared"]
+    large_shared = large.kinds("admit")[0].resources["shared"]
+    assert large_shared > LIMIT_99K >= small_shared
+    assert large_tile.as_dict() != small.kinds("admit")[0].config
+
+
+def test_choices_differ_when_only_the_limit_differs(profile):
+    profile("h200")
+    uncapped = LaunchSelector().choose("bwd2", *launch_args("bwd2"))
+    profile("h200", cap=LIMIT_99K)
+    capped = LaunchSelector()
+    recorder = Recorder(capped)
+    assert capped.choose("bwd2", *launch_args("bwd2")) != uncapped
+    assert recorder.kinds("admit")[0].resources["limit"] == LIMIT_99K
+
+
+def test_a_cached_choice_compiles_nothing(profile, compiles):
+    profile(SMALL_DEVICE)
+    selector = LaunchSelector()
+    recorder = Recorder(selector)
+    first = selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
+    assert compiles and first is not None
+    compiles.clear()
+    recorder.events.clear()
+    # Another node count and a degree-major view: the same key (N and strides are not in it).
+    again = selector.choose("fwd", *launch_args("fwd", nodes=7, dtype=torch.bfloat16,
+                                                 layout="degree_major"))
+    assert again == first
+    assert compiles == []
+    assert [(e.kind, e.outcome) for e in recorder.events] == [("admit", "cached")]
+
+
+def test_a_cached_exhausted_search_compiles_nothing_and_the_op_falls_back(profile, compiles):
+    profile(SMALL_DEVICE, cap=4096)  # no tile fits in 4 KiB
+    selector = LaunchSelector()
+    recorder = Recorder(selector)
+    assert selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16)) is None
+    assert compiles
+    assert all(p.outcome == "out_of_resources" for p in recorder.kinds("probe"))
+    assert [e.outcome for e in recorder.kinds("fallback")] == ["out_of_resources"]
+    compiles.clear()
+    recorder.events.clear()
+    left = torch.randn(3, 49, 2, 288, dtype=torch.bfloat16)  # the same key: another N
+    projector = torch.randn(584, 147, dtype=torch.bfloat16)
+    with using_selector(selector):
+        out = grid_pair(left, left, projector, projector, 3)
+    assert compiles == []
+    assert [(e.kind, e.outcome) for e in recorder.events] == [("fallback", "cached")]
+    torch.testing.assert_close(out, reference_grid_pair(left, left, projector, projector, 3))
+
+
+def test_reset_forgets_choices_and_failures(profile, compiles):
+    profile(SMALL_DEVICE, cap=4096)
+    selector = LaunchSelector()
+    selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
+    assert list(selector.cached())
+    selector.reset()
+    assert not list(selector.cached())
+    compiles.clear()
+    selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
+    assert compiles  # searched again
+
+
+def test_a_non_resource_compile_error_propagates_and_is_not_cached(profile, monkeypatch):
+    profile(SMALL_DEVICE)
+    # 24 rows: tl.arange needs a power of two, so Triton's front end refuses the kernel.
+    monkeypatch.setattr(launch, "generated_candidates", lambda *args: [Tile(24, 16, 2, 4)])
+    selector = LaunchSelector()
+    for _ in range(2):
+        with pytest.raises(CompilationError):
+            selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
+    assert not list(selector.cached())
+
+
+def test_a_tuned_entry_that_no_longer_fits_is_rejected_and_the_next_admitted(profile,
+                                                                            monkeypatch):
+    profile(SMALL_DEVICE)
+    name = devices.PROFILES[SMALL_DEVICE].device_name
+    geometry = (P147["degrees"], P147["focus"], P147["frames"], P147["channels"], P147["grid"])
+    too_big = Tile(64, 64, 3, 8)
+    ladder = launch.generated_candidates("fwd", Geometry(**P147), torch.bfloat16)
+    assert too_big in ladder  # and so it must appear once only
+    monkeypatch.setitem(tuned.TUNED, (name, "fwd", torch.bfloat16, geometry), (too_big,))
+    selector = LaunchSelector()
+    recorder = Recorder(selector)
+    tile = selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
+    probes = recorder.kinds("probe")
+    assert probes[0].config == too_big.as_dict()
+    assert probes[0].outcome == "out_of_resources"
+    assert [p.config for p in probes].count(too_big.as_dict()) == 1
+    assert tile is not None
+    assert tile != too_big
+
+
+def test_tuned_entries_come_first_and_are_validated(profile, monkeypatch):
+    profile("h200")
+    geometry = (49, 2, 3, 96, 584)
+    preferred = Tile(32, 16, 2, 4)
+    monkeypatch.setitem(tuned.TUNED, ("NVIDIA H200", "fwd", torch.bfloat16, geometry),
+                        (preferred,))
+    selector = LaunchSelector()
+    recorder = Recorder(selector)
+    assert selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16)) == preferred
+    assert [p.config for p in recorder.kinds("probe")] == [preferred.as_dict()]
+
+
+def test_no_fused_kernel_for_float64_falls_back_without_compiling(profile, compiles):
+    profile(SMALL_DEVICE)
+    selector = LaunchSelector()
+    recorder = Recorder(selector)
+    assert selector.choose("fwd", *launch_args("fwd", dtype=torch.float64)) is None
+    assert compiles == []
+    assert [(e.kind, e.outcome) for e in recorder.events] == [("fallback", "unsupported_dtype")]
+
+
+def test_without_a_gpu_or_profile_nothing_is_selected(monkeypatch, compiles):
+    monkeypatch.delenv("GRIDPAIR_DEVICE", raising=False)
+    selector = LaunchSelector()
+    recorder = Recorder(selector)
+    assert selector.choose("fwd", *launch_args("fwd")) is None
+    assert compiles == []
+    assert recorder.events == []
+
+
+def test_fake_tensors_select_like_real_ones(profile, compiles):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    profile(SMALL_DEVICE)
+    selector = LaunchSelector()
+    real = selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
+    compiles.clear()
+    with FakeTensorMode() as mode:
+        operands, projectors, frames = launch_args("fwd", nodes=5, dtype=torch.bfloat16)
+        fake = selector.choose("fwd", [mode.from_tensor(x) for x in operands],
+                               [mode.from_tensor(p) for p in projectors], frames)
+    assert fake == real
+    assert compiles == []
+
+
+def test_subscribe_and_unsubscribe(profile):
+    profile(SMALL_DEVICE, cap=4096)
+    selector = LaunchSelector()
+    recorder = Recorder(selector)
+    recorder.unsubscribe()
+    selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
+    assert recorder.events == []
+    assert selector.name == "gridpair"
+
+
+def test_an_unknown_profile_names_the_known_ones(monkeypatch):
+    monkeypatch.setenv("GRIDPAIR_DEVICE", "h300")
+    with pytest.raises(ValueError, match=r"unknown device profile 'h300'; expected one of: .*"
+                                         r"rtx-pro-6000-blackwell"):
+        LaunchSelector().choose("fwd", *launch_args("fwd"))
+
+
+def test_a_bad_cap_is_named(monkeypatch):
+    monkeypatch.setenv("GRIDPAIR_DEVICE", "h200")
+    monkeypatch.setenv(devices.SMEM_CAP_ENV, "lots")
+    with pytest.raises(ValueError, match="PYTEST_COLDCOMPILE_SMEM_LIMIT: expected a byte"):
+        LaunchSelector().choose("fwd", *launch_args("fwd"))
+
+
+def test_profiles():
+    expected = {"h100": (90, 232448), "h200": (90, 232448), "a100": (80, 166912),
+                "l40s": (89, 101376), "rtx-4090": (89, 101376),
+                "rtx-pro-6000-blackwell": (120, 101376), "b200": (100, 232448)}
+    for name, (arch, shared) in expected.items():
+        profile = devices.PROFILES[name]
+        assert (profile.arch, profile.shared_per_block) == (arch, shared)
+        assert "Programming Guide" in profile.source
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("op", ["fwd", "bwd2"])
+def test_validation_compiles_the_specialization_the_jit_launches(op, aligned):
+    """The profile compile's source equals what the JIT builds from the same placeholders:
+    same types, constants and attributes (so a launch reuses the validated compile)."""
+    kernel = KERNELS[op]
+    geometry, tile = Geometry(**P147), Tile(32, 32, 2, 4)
+    signature = Signature(torch.bfloat16, (aligned,) + (True,) * (OPERAND_COUNT[op] - 1), False)
+    backend = make_backend(GPUTarget("cuda", 90, 32))
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    kwargs = dict(kernel_constexprs(geometry, tile, torch.bfloat16), num_warps=4, num_stages=2,
+                  debug=False)
+    bound, specialization, options = binder(*_placeholder_arguments(op, signature), **kwargs)
+    _, types, constants, attrs = kernel._pack_args(backend, kwargs, bound, specialization,
+                                                   options)
+    source = _ast_source(op, geometry, tile, signature)
+    assert types == source.signature
+    assert constants == source.constants
+    assert attrs == source.attrs
+
+
+def test_register_count_and_thread_limit(tmp_path):
+    source = _ast_source("fwd", Geometry(**P147), Tile(16, 32, 2, 4),
+                         Signature(torch.bfloat16, (True, True), False))
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4, "num_stages": 2})
+    cubin = tmp_path / "kernel.cubin"
+    cubin.write_bytes(compiled.kernel)
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
+    usage = subprocess.run([cuobjdump, "--dump-resource-usage", str(cubin)],
+                           capture_output=True, text=True, check=True).stdout
+    assert f"REG:{cubin_registers(compiled.kernel)} " in usage
+    assert (max_threads(255), max_threads(128), max_threads(64)) == (256, 512, 1024)
