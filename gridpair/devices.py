@@ -6,6 +6,7 @@ no GPU, ``GRIDPAIR_DEVICE=PROFILE`` makes validation compile for that profile's 
 apply its limits. ``PYTEST_COLDCOMPILE_SMEM_LIMIT`` lowers the shared-memory limit in both cases.
 """
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -132,6 +133,12 @@ def limits_for(device: torch.device) -> DeviceLimits | None:
     name = os.environ.get(DEVICE_ENV)
     if not name:
         return None
+    return _profile_limits(name, os.environ.get(SMEM_CAP_ENV))
+
+
+@functools.lru_cache(maxsize=64)
+def _profile_limits(name: str, cap: str | None) -> DeviceLimits:
+    # Keyed by the raw variables, so a changed cap or profile is a new entry.
     chosen = profile(name)
     return DeviceLimits(f"profile {chosen.name} (sm_{chosen.arch})", chosen.device_name,
                         chosen.arch, capped(chosen.shared_per_block), None)

@@ -194,11 +194,9 @@ class LaunchSelector:
     def key(self, op: str, operands: Sequence[Tensor], projectors: Sequence[Tensor],
             n_frames: int, limits: DeviceLimits) -> LaunchKey:
         first = operands[0]
-        signature = Signature(
-            first.dtype,
-            tuple(_aligned(x) for x in operands),
-            any(_wide(x) for x in operands),
-        )
+        layouts = [_layout(x) for x in operands]
+        signature = Signature(first.dtype, tuple(aligned for aligned, _ in layouts),
+                              any(wide for _, wide in layouts))
         return LaunchKey(op, limits.identity, limits.shared,
                          Geometry.of(first, projectors[0], n_frames), signature)
 
@@ -272,28 +270,30 @@ def _resources(key: LaunchKey, probe: Probe) -> dict[str, object]:
     return {"shared": probe.shared, "limit": key.limit}
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_INT32_MAX = 2**31 - 1
+
+
 def _is_plain(tensor: Tensor) -> bool:
     """A tensor with real storage: fake and functional tensors have no data pointer."""
-    return type(tensor) in (torch.Tensor, torch.nn.Parameter) and tensor.device.type != "meta"
+    return type(tensor) in _PLAIN and tensor.device.type != "meta"
 
 
-def _aligned(tensor: Tensor) -> bool:
-    """Whether the tensor's first element sits on a 16-byte boundary, as Triton specializes it.
+def _layout(tensor: Tensor) -> tuple[bool, bool]:
+    """(aligned, wide) of an operand as Triton specializes its launch: whether its first
+    element sits on a 16-byte boundary, and whether a stride or the row count needs 64-bit
+    launch scalars.
 
     Traced tensors have no address; Inductor allocates 16-byte aligned buffers and checks graph
-    inputs, so their alignment is that of the storage offset.
+    inputs, so their alignment is that of the storage offset (a symbolic offset counts as
+    unaligned), and their sizes are taken to fit 32 bits.
     """
     if _is_plain(tensor):
-        return tensor.data_ptr() % 16 == 0
+        nodes, _, focus, packed = tensor.shape
+        wide = max(tensor.stride()) > _INT32_MAX or nodes * focus * packed > _INT32_MAX
+        return tensor.data_ptr() % 16 == 0, wide
     offset = tensor.storage_offset() * tensor.element_size()
-    return bool(statically_known_true(offset % 16 == 0))
-
-
-def _wide(tensor: Tensor) -> bool:
-    """Whether a stride or the row count of this operand exceeds 32-bit launch scalars."""
-    bound = 2**31 - 1
-    extents = (*tensor.stride(), tensor.shape[0] * tensor.shape[2] * tensor.shape[3])
-    return any(isinstance(v, int) and v > bound for v in extents)
+    return bool(statically_known_true(offset % 16 == 0)), False
 
 
 SELECTOR = LaunchSelector()
