@@ -122,13 +122,13 @@ def _print_table(decision: Decision, limits: DeviceLimits, from_cache: bool,
     print(f"gridpair explain: {key.op} {key.signature.dtype} {key.geometry} on {limits.identity}")
     print(f"per-block shared-memory limit: {key.limit} bytes"
           + (" (decision from the selector's cache)" if from_cache else ""))
-    print(f"{'#':>3}  {'config':<34} {'shared':>8} {'limit':>8}  verdict")
+    print(f"{'#':>3}  {'config':<38} {'shared':>8} {'limit':>8}  verdict")
     for index, probe in enumerate(decision.probes, start=1):
         shared = "-" if probe.shared is None else str(probe.shared)
         verdict = "cached" if from_cache else probe.outcome
         if probe.outcome != "fits" and probe.detail and "shared memory" not in probe.detail:
             verdict += f" ({probe.detail})"
-        print(f"{index:>3}  {probe.tile!s:<34} {shared:>8} {key.limit:>8}  {verdict}")
+        print(f"{index:>3}  {probe.tile!s:<38} {shared:>8} {key.limit:>8}  {verdict}")
     if decision.admitted is None:
         print("admitted: none - the op computes with the reference composition (fallback)")
     else:
