@@ -16,12 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-SHAPES = {  # name: (degrees, focus, frames, channels, grid)
-    "P147": (49, 2, 3, 96, 584),
-    "P49": (49, 1, 1, 256, 584),
-    "P25": (25, 1, 1, 64, 296),
-    "P108": (36, 2, 3, 64, 344),
-}
+from benchmarks.bench_gridpair import SHAPES as LMAX_SHAPES
+
+# name: (degrees, focus, frames, channels, grid), the order of gridpair's Geometry
+SHAPES = {name: ((lmax + 1) ** 2, focus, frames, channels, grid)
+          for name, (lmax, frames, focus, channels, grid) in LMAX_SHAPES.items()}
 OPERANDS = {"fwd": 2, "bwd": 3, "bwd2": 5}
 DTYPES = {"bf16": "bfloat16", "fp32": "float32"}  # fp32 tiles carry their dot precision
 EXTRA_TILES = [(128, 64, 3, 8), (128, 32, 3, 8), (64, 64, 4, 4), (64, 32, 4, 4), (64, 16, 3, 4),
