@@ -34,6 +34,18 @@ class DeviceProfile:
     arch: int
     shared_per_block: int
     source: str
+    max_threads_per_block: int = MAX_THREADS_PER_BLOCK
+    registers_per_block: int = REGISTERS_PER_BLOCK
+
+    @property
+    def shared_memory_per_block_optin(self) -> int:
+        """The same limit under torch's name for it."""
+        return self.shared_per_block
+
+    @property
+    def max_shared_mem(self) -> int:
+        """The same limit under Triton's name for it."""
+        return self.shared_per_block
 
 
 PROFILES: dict[str, DeviceProfile] = {
