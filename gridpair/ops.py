@@ -37,11 +37,12 @@ def _check_same(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid:
     """The ops are public too: refuse mixed dtypes, devices or shapes with a clear message."""
     first = operands[0]
     for index, x in enumerate((*operands[1:], to_grid, from_grid), start=1):
-        if x.dtype != first.dtype or x.device != first.device:
-            raise TypeError(
-                f"gridpair::grid_pair_{op}: argument {index} has {x.dtype} on {x.device}, "
-                f"expected {first.dtype} on {first.device} like argument 0"
-            )
+        if x.dtype != first.dtype:
+            raise TypeError(f"gridpair::grid_pair_{op}: argument {index} has {x.dtype}, "
+                            f"expected {first.dtype} like argument 0")
+        if x.device != first.device:
+            raise ValueError(f"gridpair::grid_pair_{op}: argument {index} is on {x.device}, "
+                             f"expected {first.device} like argument 0")
     for index, x in enumerate(operands[1:], start=1):
         if x.shape != first.shape:
             raise ValueError(
