@@ -17,6 +17,7 @@ import torch
 
 from gridpair import devices
 from gridpair.devices import DeviceLimits
+from gridpair.kernels import OPERANDS
 from gridpair.launch import SELECTOR, Decision, LaunchKey
 from gridpair.launchers import Geometry
 from gridpair.validate import Signature
@@ -59,7 +60,7 @@ def explain(op: str, dtype: torch.dtype, shape: Sequence[int], frames: int, grid
         raise SystemExit(f"explain: --frames {frames} does not divide the last axis {packed}")
     geometry = Geometry(degrees, focus, frames, packed // frames, grid)
     key = LaunchKey(op, limits.identity, limits.shared, geometry,
-                    Signature(dtype, (True,) * _operand_count(op), False))
+                    Signature(dtype, (True,) * len(OPERANDS[op]), False))
     cached = next((d for d in SELECTOR.cached() if d.key == key), None)
     if cached is not None and not probe_all:
         return cached, True
@@ -91,12 +92,6 @@ def _prewarm(key: LaunchKey, limits: DeviceLimits, tiles, probe_all: bool) -> No
             wave = tiles[start:start + workers]
             if any(pool.starmap(_fits, [(key, limits, tile) for tile in wave])) and not probe_all:
                 return
-
-
-def _operand_count(op: str) -> int:
-    from gridpair.kernels import OPERANDS
-
-    return len(OPERANDS[op])
 
 
 def as_json(decision: Decision, limits: DeviceLimits, from_cache: bool) -> dict[str, object]:

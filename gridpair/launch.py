@@ -21,7 +21,7 @@ from triton.runtime.errors import OutOfResources
 from gridpair import devices, tuned
 from gridpair.devices import DeviceLimits
 from gridpair.kernels import OPERANDS, RESULTS
-from gridpair.launchers import Geometry, Tile, slot_cover
+from gridpair.launchers import Geometry, Tile, next_power_of_two, slot_cover
 from gridpair.validate import Compiled, Signature, compile_candidate
 
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -71,10 +71,6 @@ class LaunchKey:
     geometry: Geometry
     signature: Signature
 
-    @property
-    def accumulators(self) -> int:
-        return len(RESULTS[self.op])
-
 
 @dataclass(frozen=True)
 class Probe:
@@ -112,14 +108,10 @@ def resident_registers(op: str, geometry: Geometry, tile: Tile, dtype: torch.dty
     return int(words // (tile.num_warps * 32))
 
 
-def _power_of_two_at_least(n: int) -> int:
-    return max(16, 1 << max(n - 1, 0).bit_length())
-
-
 def generated_candidates(op: str, geometry: Geometry, dtype: torch.dtype) -> list[Tile]:
     """The ladder from the most to the least aggressive tile whose resident values stay in
     registers; grid blocks larger than the grid are left out."""
-    widest_grid = _power_of_two_at_least(geometry.grid)
+    widest_grid = max(16, next_power_of_two(geometry.grid))
     if dtype == torch.float32:
         shapes = [(*shape, dots) for dots in _FP32_DOTS for shape in _FP32_SHAPES]
     else:
@@ -135,7 +127,7 @@ def generated_candidates(op: str, geometry: Geometry, dtype: torch.dtype) -> lis
                 ladder.append(tile)
                 break
         else:  # even 8 warps are over the budget: the smallest footprint still gets a try
-            if (rows, grid, stages) == (16, 16, 1) or (rows, grid, stages) == _SMALLEST[-1]:
+            if (rows, grid, stages) == _SMALLEST[-1]:
                 ladder.append(Tile(rows, grid, stages, _WARPS[-1], dots))
     return ladder
 

@@ -62,7 +62,7 @@ class Tile:
                 f"stages={self.num_stages} warps={self.num_warps}{dots}")
 
 
-def _next_power_of_two(n: int) -> int:
+def next_power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
@@ -73,9 +73,9 @@ def slot_cover(slots: int) -> tuple[int, int]:
     147 -> (128, 32), 27 -> (32, 0), 49 -> (64, 0), 300 -> (256, 64). Blocks are at least 16,
     the smallest dot Triton emits.
     """
-    whole = max(16, _next_power_of_two(slots))
+    whole = max(16, next_power_of_two(slots))
     main = max(16, whole // 2)
-    tail = max(16, _next_power_of_two(slots - main)) if slots > main else 0
+    tail = max(16, next_power_of_two(slots - main)) if slots > main else 0
     if tail == 0 or main + tail >= whole:
         return whole, 0
     return main, tail
