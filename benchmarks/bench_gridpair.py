@@ -5,11 +5,14 @@
 Shapes P147 (lmax 6, K=3, F=2, C=96, G=584), P49 (6,1,1,256,584), P25 (4,1,1,64,296) and P108
 (5,3,2,64,344), 300 nodes; dtypes float32 and bf16-amp (CUDA autocast); passes fwd, fwd+bwd and
 force (forward + backward with create_graph + second backward, one each); implementations
-fused (grid_pair), reference-eager (reference_grid_pair) and reference-compiled (the pass traced
-with make_fx and compiled with torch.compile, mode max-autotune-no-cudagraphs for the shapes in
---autotune-shapes, Inductor's default mode for the others, recorded per row). Median time of
-triton.testing.do_bench, extra peak memory over the inputs, achieved TFLOP/s and % of the H200's
-datasheet peak (bf16 dense 989.5, fp32 non-tensor 66.9 TFLOP/s).
+fused (grid_pair, eager, as a kernel author calls it), fused-compiled (the same pass traced with
+make_fx and compiled with torch.compile's default mode), reference-eager (reference_grid_pair)
+and reference-compiled (the pass traced with make_fx and compiled with torch.compile, mode
+max-autotune-no-cudagraphs for the shapes in --autotune-shapes, Inductor's default mode for the
+others, recorded per row). Median time of triton.testing.do_bench (host overhead included, as a
+caller sees it), extra peak memory over the inputs, achieved TFLOP/s and % of the H200's
+datasheet peak (bf16 dense 989.5, fp32 non-tensor 66.9 TFLOP/s). ``graph_ms`` is the same pass
+captured once in a CUDA graph and replayed: the GPU's time without the host's.
 """
 
 import argparse
@@ -33,7 +36,7 @@ SHAPES = {  # name: (lmax, K, F, C, G)
 }
 PASSES = {"fwd": 3, "fwd+bwd": 8, "force": 16}  # grid-pair products (2*G*D*K*C*N*F flops each)
 PEAK_TFLOPS = {"bf16-amp": 989.5, "float32": 66.9}
-IMPLS = ("fused", "reference-eager", "reference-compiled")
+IMPLS = ("fused", "fused-compiled", "reference-eager", "reference-compiled")
 
 
 def shape_label(name: str, nodes: int) -> str:
@@ -83,11 +86,11 @@ def autocast(dtype: str, device: str):
 
 def build(impl: str, kind: str, dtype: str, name: str, args, device: str, autotune: bool):
     frames = SHAPES[name][1]
-    if impl == "fused":
+    if impl.startswith("fused"):
         step = make_pass(kind, grid_pair, frames)
     else:
         step = make_pass(kind, reference_grid_pair, frames)
-    if impl != "reference-compiled":
+    if not impl.endswith("-compiled"):
         def run():
             with autocast(dtype, device):
                 return step(*args)
@@ -96,13 +99,14 @@ def build(impl: str, kind: str, dtype: str, name: str, args, device: str, autotu
 
     with autocast(dtype, device):
         graph = make_fx(step)(*args)
-    mode = "max-autotune-no-cudagraphs" if autotune else "default"
+    mode = "max-autotune-no-cudagraphs" if autotune and impl.startswith("reference") else "default"
     compiled = torch.compile(graph, mode=mode)
     return (lambda: compiled(*args)), mode
 
 
 def measure(run, device: str):
-    """(median ms, extra peak MiB) of ``run``; the first call also compiles and warms up."""
+    """(median ms, extra peak MiB, graph ms) of ``run``; the first call also compiles and
+    warms up. Graph ms is None off CUDA or where the pass cannot be captured."""
     run()
     if device != "cuda":
         times = []
@@ -110,7 +114,7 @@ def measure(run, device: str):
             start = time.perf_counter()
             run()
             times.append((time.perf_counter() - start) * 1e3)
-        return sorted(times)[1], None
+        return sorted(times)[1], None, None
     from triton.testing import do_bench
 
     torch.cuda.synchronize()
@@ -120,7 +124,31 @@ def measure(run, device: str):
     torch.cuda.reset_peak_memory_stats()
     run()
     torch.cuda.synchronize()
-    return milliseconds, (torch.cuda.max_memory_allocated() - base) / 2**20
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    return milliseconds, peak, graph_ms(run)
+
+
+def graph_ms(run) -> float | None:
+    """Median GPU time of ``run`` captured once in a CUDA graph and replayed."""
+    from triton.testing import do_bench
+
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            run()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run()
+        milliseconds = do_bench(graph.replay, warmup=20, rep=100, return_mode="median")
+    except Exception as error:  # recorded as None: capture is a diagnostic, not the figure
+        print(f"  (no CUDA graph: {type(error).__name__}: {str(error)[:120]})", flush=True)
+        return None
+    finally:
+        torch.cuda.synchronize()
+    del graph
+    return milliseconds
 
 
 def main(argv=None) -> int:
@@ -141,7 +169,7 @@ def main(argv=None) -> int:
     records = []
     autotune = set(args.autotune_shapes.split(",")) if args.autotune_shapes else set()
     print(f"{'shape':<32} {'dtype':<9} {'pass':<8} {'impl':<19} {'ms':>9} {'peak MiB':>9} "
-          f"{'TFLOP/s':>8} {'% peak':>7}", flush=True)
+          f"{'TFLOP/s':>8} {'% peak':>7} {'graph ms':>9}", flush=True)
     for name in args.shapes.split(","):
         lmax, frames, focus, channels, grid = SHAPES[name]
         flops_per_product = 2 * grid * (lmax + 1) ** 2 * frames * channels * args.nodes * focus
@@ -151,20 +179,22 @@ def main(argv=None) -> int:
                 for impl in args.impls.split(","):
                     run, mode = build(impl, kind, dtype, name, data, args.device,
                                       name in autotune)
-                    milliseconds, peak = measure(run, args.device)
+                    milliseconds, peak, graph = measure(run, args.device)
                     tflops = PASSES[kind] * flops_per_product / (milliseconds * 1e-3) / 1e12
                     record = {"shape": shape_label(name, args.nodes), "dtype": dtype,
                               "pass": kind, "impl": impl, "ms": round(milliseconds, 4),
                               "peak_mib": None if peak is None else round(peak, 1),
                               "tflops": round(tflops, 2),
-                              "pct_peak": round(100 * tflops / PEAK_TFLOPS[dtype], 2)}
+                              "pct_peak": round(100 * tflops / PEAK_TFLOPS[dtype], 2),
+                              "graph_ms": None if graph is None else round(graph, 4)}
                     if mode:
                         record["compile_mode"] = mode
                     records.append(record)
                     peak_text = "-" if peak is None else f"{peak:9.1f}"
                     print(f"{record['shape']:<32} {dtype:<9} {kind:<8} {impl:<19} "
                           f"{milliseconds:9.3f} {peak_text:>9} {tflops:8.1f} "
-                          f"{record['pct_peak']:7.1f}", flush=True)
+                          f"{record['pct_peak']:7.1f} "
+                          f"{'-' if graph is None else format(graph, '9.3f'):>9}", flush=True)
                     del run
                     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                     Path(args.out).write_text(json.dumps(records, indent=1) + "\n")

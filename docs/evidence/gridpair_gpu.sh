@@ -5,6 +5,10 @@
 # regressions under --cold-compile; PART "b": the regressions and the proof under
 # --smem-limit 101376; PART "c": the benchmark. Each step's command line, output and exit
 # status go to $OUT/<step>.log; summary.txt keeps the lines that carry the evidence.
+# Later parts run side by side on a two-GPU machine, each on its own GPU (GPU=0 or GPU=1):
+# PART "regressions": every regression run at once, with and without --smem-limit 101376, the
+# proof and the CUDA operator tests; PART "sweep": the tile sweep; PART "bench": the benchmark
+# (BENCH_ARGS passes shapes, impls...).
 set -uo pipefail
 : "${OUT:?set OUT to the output directory}"
 cd "$(dirname "$0")/../.."
@@ -27,8 +31,8 @@ run() {  # run NAME SECONDS COMMAND...
     local rc=$?
     echo "# exit status $rc after $((SECONDS - began))s" >> "$OUT/$name.log"
     { echo "== $name: exit $rc, $((SECONDS - began))s: $*"
-      grep -E '^(PASSED|FAILED|ERROR|SKIPPED) |^=+ .*(passed|failed)|^cold-compile: |^[0-9]+ run as |^pytest process|^\.\.\.::|^test  ' "$OUT/$name.log" | tail -n 40
-    } >> "$OUT/summary.txt"
+      grep -E '^(PASSED|FAILED|ERROR|SKIPPED) |^=+ .*(passed|failed)|^cold-compile: |^[0-9]+ run as |^pytest process|^\.\.\.::|^test  |^P[0-9]+[ -]|^compiled ' "$OUT/$name.log" | tail -n 40
+    } >> "$OUT/summary-$name.txt"
 }
 
 case "${1:-a}" in
@@ -48,5 +52,30 @@ b)
 c)
     run bench 560 python3 benchmarks/bench_gridpair.py --out "$OUT/h200.json"
     ;;
+regressions)
+    export CUDA_VISIBLE_DEVICES=${GPU:-0}
+    run versions 60 bash -c 'python3 -c "import sys, torch, triton, pytest; print(sys.version.split()[0], \"torch\", torch.__version__, \"triton\", triton.__version__, \"pytest\", pytest.__version__); [print(i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).shared_memory_per_block_optin) for i in range(torch.cuda.device_count())]"; nvidia-smi -L'
+    run regressions-cold "${LIMIT:-500}" "${PYTEST[@]}" --cold-compile tests/regressions -n 4 \
+        -k "not test_b_c" --durations=0 --cold-compile-report="$OUT/regressions-cold.json" &
+    run regressions-cold-smem-101376 "${LIMIT:-500}" "${PYTEST[@]}" --cold-compile \
+        --smem-limit 101376 tests/regressions -n 4 -k "not test_b_c" --durations=0 \
+        --cold-compile-report="$OUT/regressions-cold-smem-101376.json" &
+    run proof-warm-masks-cold-catches "${LIMIT:-500}" "${PYTEST[@]}" -s \
+        tests/regressions/test_proof.py -k test_b_c &
+    run gridpair-cuda "${LIMIT:-500}" "${PYTEST[@]}" tests/gridpair/test_cuda.py -n 2 -s &
+    wait
+    ;;
+sweep)
+    export CUDA_VISIBLE_DEVICES=${GPU:-1}
+    run sweep "${LIMIT:-500}" python3 benchmarks/sweep_tiles.py --out "$OUT/sweep.json" \
+        --plan "P147:bf16,fp32;P49:bf16,fp32"
+    run bench-probe "${PROBE_LIMIT:-120}" python3 benchmarks/bench_gridpair.py --shapes P147 \
+        --impls fused,fused-compiled,reference-eager --out "$OUT/bench-probe.json"
+    ;;
+bench)
+    export CUDA_VISIBLE_DEVICES=${GPU:-0}
+    run "bench${GPU:-0}" "${LIMIT:-500}" python3 benchmarks/bench_gridpair.py \
+        --out "$OUT/bench${GPU:-0}.json" ${BENCH_ARGS:-}
+    ;;
 esac
-cat "$OUT/summary.txt"
+cat "$OUT"/summary-*.txt
