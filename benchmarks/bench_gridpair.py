@@ -47,6 +47,8 @@ def shape_label(name: str, nodes: int) -> str:
 def make_pass(kind: str, fn, n_frames: int):
     """The pass as one function of (left, right, to_grid, from_grid, w, h_left, h_right)."""
 
+    # Every pass returns all it computes (energy, first gradients, loss), as a training step
+    # uses them: a compiled pass may not drop the forward or the first backward as dead code.
     def run(left, right, to_grid, from_grid, weight, h_left, h_right):
         if kind == "fwd":
             return fn(left, right, to_grid, from_grid, n_frames)
@@ -55,10 +57,11 @@ def make_pass(kind: str, fn, n_frames: int):
         out = fn(left, right, to_grid, from_grid, n_frames)
         energy = (out.float() * weight).sum()
         if kind == "fwd+bwd":
-            return torch.autograd.grad(energy, (left, right))
+            return energy.detach(), *torch.autograd.grad(energy, (left, right))
         grad_left, grad_right = torch.autograd.grad(energy, (left, right), create_graph=True)
         loss = (grad_left.float() * h_left).sum() + (grad_right.float() * h_right).sum()
-        return torch.autograd.grad(loss, (left, right))
+        second = torch.autograd.grad(loss, (left, right))
+        return energy.detach(), loss.detach(), grad_left.detach(), grad_right.detach(), *second
 
     return run
 

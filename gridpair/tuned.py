@@ -1,25 +1,37 @@
 """Tuned tiles for exact devices, preferred over the generated ladder and validated like it.
 
-Entries come from timing sweeps on the named device (``python -m gridpair bench --sweep``, see
+Entries come from timing sweeps on the named device (``benchmarks/sweep_tiles.py``, see
 docs/evidence/); a tuned tile that no longer fits - a lowered shared-memory cap, a new compiler -
-is rejected like any other candidate and the search goes on.
+is rejected like any other candidate and the search goes on. ``GRIDPAIR_TUNED_TILES`` names a
+JSON file of more entries (the sweep's ``--tuned-out``), preferred over the built-in table: a
+user tunes for their own device without editing the package.
 """
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
 
 import torch
 
 from gridpair.launchers import Geometry, Tile
 
+TUNED_TILES_ENV = "GRIDPAIR_TUNED_TILES"
+OPS = ("fwd", "bwd", "bwd2")
+
 _H200 = "NVIDIA H200"
 _P147 = (49, 2, 3, 96, 584)  # lmax 6, F=2, K=3, C=96, G=584
 _P49 = (49, 1, 1, 256, 584)  # lmax 6, F=1, K=1, C=256, G=584
 
+TunedKey = tuple[str, str, torch.dtype, tuple[int, int, int, int, int]]
+
 # (device name as torch reports it, op, dtype, (D, F, K, C, G)) -> tiles, best first.
-# Fastest validated tiles of the H200 sweep, 300 nodes, torch 2.11 / triton 3.6
-# (docs/evidence/h200-tile-sweep.md, benchmarks/sweep_tiles.py).
-TUNED: dict[tuple[str, str, torch.dtype, tuple[int, int, int, int, int]], tuple[Tile, ...]] = {
-    (_H200, "fwd", torch.bfloat16, _P147): (Tile(64, 64, 3, 8),),
-    (_H200, "bwd", torch.bfloat16, _P147): (Tile(64, 16, 3, 4),),
-    (_H200, "bwd2", torch.bfloat16, _P147): (Tile(16, 64, 3, 4),),
+# Fastest validated tiles of the H200 sweeps, 300 nodes, torch 2.11 / triton 3.6, kernels timed
+# in CUDA graphs (docs/evidence/h200/sweep-graph-timed.jsonl, benchmarks/sweep_tiles.py).
+TUNED: dict[TunedKey, tuple[Tile, ...]] = {
+    (_H200, "fwd", torch.bfloat16, _P147): (Tile(128, 64, 3, 8), Tile(64, 32, 3, 4)),
+    (_H200, "bwd", torch.bfloat16, _P147): (Tile(64, 32, 2, 4), Tile(128, 32, 3, 8)),
+    (_H200, "bwd2", torch.bfloat16, _P147): (Tile(64, 64, 2, 8), Tile(16, 64, 3, 4)),
     (_H200, "fwd", torch.float32, _P147): (Tile(16, 32, 2, 4, "tf32x3"),),
     (_H200, "bwd", torch.float32, _P147): (Tile(16, 32, 2, 4, "tf32x3"),),
     (_H200, "bwd2", torch.float32, _P147): (Tile(16, 64, 2, 8, "tf32x3"),),
@@ -30,6 +42,57 @@ TUNED: dict[tuple[str, str, torch.dtype, tuple[int, int, int, int, int]], tuple[
 
 
 def lookup(device_name: str, op: str, dtype: torch.dtype, geometry: Geometry) -> tuple[Tile, ...]:
-    """Tuned tiles for this exact device, op, dtype and geometry (empty when none)."""
+    """Tuned tiles for this exact device, op, dtype and geometry (empty when none): those of
+    ``GRIDPAIR_TUNED_TILES`` first, then the built-in table's."""
     shape = (geometry.degrees, geometry.focus, geometry.frames, geometry.channels, geometry.grid)
-    return TUNED.get((device_name, op, dtype, shape), ())
+    key = (device_name, op, dtype, shape)
+    path = os.environ.get(TUNED_TILES_ENV)
+    from_file = load_tuned_file(path).get(key, ()) if path else ()
+    return tuple(dict.fromkeys([*from_file, *TUNED.get(key, ())]))
+
+
+@lru_cache(maxsize=8)
+def load_tuned_file(path: str) -> dict[TunedKey, tuple[Tile, ...]]:
+    """Parse a tuned-tiles file: a JSON list of entries
+    ``{"device", "op", "dtype", "geometry": {degrees, focus, frames, channels, grid},
+    "tiles": [{block_rows, block_grid, num_stages, num_warps[, fp32_dots]}, ...]}``.
+
+    Raises ValueError naming the file, the entry and the field at fault.
+    """
+    where = f"{TUNED_TILES_ENV}={path}"
+    try:
+        entries = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{where}: cannot read a JSON tuned-tiles file: {error}") from None
+    if not isinstance(entries, list):
+        raise ValueError(f"{where}: expected a JSON list of entries")
+    table: dict[TunedKey, tuple[Tile, ...]] = {}
+    for index, entry in enumerate(entries):
+        at = f"{where}: entry {index}"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{at}: expected an object")
+        missing = {"device", "op", "dtype", "geometry", "tiles"} - set(entry)
+        if missing:
+            raise ValueError(f"{at}: missing {', '.join(sorted(missing))}")
+        if entry["op"] not in OPS:
+            raise ValueError(f"{at}: op {entry['op']!r} is not one of {', '.join(OPS)}")
+        dtype = getattr(torch, str(entry["dtype"]), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"{at}: dtype {entry['dtype']!r} is not a torch dtype name")
+        try:
+            geometry = Geometry(**entry["geometry"])
+            tiles = tuple(Tile(**tile) for tile in entry["tiles"])
+        except TypeError as error:
+            raise ValueError(f"{at}: bad geometry or tile: {error}") from None
+        for tile in tiles:
+            fields = (tile.block_rows, tile.block_grid, tile.num_stages, tile.num_warps)
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                       for v in fields):
+                raise ValueError(f"{at}: tile {tile.as_dict()} needs positive integers")
+            if tile.fp32_dots not in (None, "tf32x3", "ieee"):
+                raise ValueError(f"{at}: fp32_dots {tile.fp32_dots!r} is not tf32x3 or ieee")
+        shape = (geometry.degrees, geometry.focus, geometry.frames, geometry.channels,
+                 geometry.grid)
+        key = (str(entry["device"]), entry["op"], dtype, shape)
+        table[key] = tuple(dict.fromkeys([*table.get(key, ()), *tiles]))
+    return table

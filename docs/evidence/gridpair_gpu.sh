@@ -72,6 +72,15 @@ sweep)
     run bench-probe "${PROBE_LIMIT:-120}" python3 benchmarks/bench_gridpair.py --shapes P147 \
         --impls fused,fused-compiled,reference-eager --out "$OUT/bench-probe.json"
     ;;
+tuned-bench)  # sweep SWEEP_PLAN, then benchmark with its tuned tiles (GRIDPAIR_TUNED_TILES)
+    export CUDA_VISIBLE_DEVICES=${GPU:-1}
+    run sweep-tuned "${SWEEP_LIMIT:-200}" python3 benchmarks/sweep_tiles.py \
+        --out "$OUT/sweep-tuned.json" --plan "${SWEEP_PLAN:-P49:bf16}" \
+        --tuned-out "$OUT/tuned-tiles.json"
+    [ -s "$OUT/tuned-tiles.json" ] && export GRIDPAIR_TUNED_TILES="$OUT/tuned-tiles.json"
+    run "bench${GPU:-1}" "${LIMIT:-330}" python3 benchmarks/bench_gridpair.py \
+        --out "$OUT/bench${GPU:-1}.json" ${BENCH_ARGS:-}
+    ;;
 bench)
     export CUDA_VISIBLE_DEVICES=${GPU:-0}
     run "bench${GPU:-0}" "${LIMIT:-500}" python3 benchmarks/bench_gridpair.py \

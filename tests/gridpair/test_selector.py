@@ -2,6 +2,7 @@
 (GRIDPAIR_DEVICE): rejection then admission, caching of choices and failures, tuned entries,
 limits, errors, the events of the selector protocol, and the specialization it validates."""
 
+import json
 import os
 import subprocess
 
@@ -204,6 +205,54 @@ def test_tuned_entries_come_first_and_are_validated(profile, monkeypatch):
     recorder = Recorder(selector)
     assert selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16)) == preferred
     assert [p.config for p in recorder.kinds("probe")] == [preferred.as_dict()]
+
+
+def _tuned_entry(**changes):
+    entry = {"device": "NVIDIA H200", "op": "fwd", "dtype": "bfloat16", "geometry": dict(P147),
+             "tiles": [{"block_rows": 32, "block_grid": 16, "num_stages": 2, "num_warps": 4}]}
+    entry.update(changes)
+    return entry
+
+
+def test_a_tuned_tiles_file_comes_before_the_table(profile, monkeypatch, tmp_path):
+    profile("h200")
+    path = tmp_path / "tiles.json"
+    path.write_text(json.dumps([_tuned_entry()]))
+    monkeypatch.setenv(tuned.TUNED_TILES_ENV, str(path))
+    preferred = Tile(32, 16, 2, 4)
+    built_in = tuned.TUNED[("NVIDIA H200", "fwd", torch.bfloat16, tuple(P147.values()))]
+    assert tuned.lookup("NVIDIA H200", "fwd", torch.bfloat16, Geometry(**P147)) == (
+        preferred, *built_in)
+    selector = LaunchSelector()
+    recorder = Recorder(selector)
+    assert selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16)) == preferred
+    assert [p.config for p in recorder.kinds("probe")] == [preferred.as_dict()]
+    # Other ops, dtypes and devices are untouched by the file.
+    assert tuned.lookup("NVIDIA H200", "bwd", torch.bfloat16, Geometry(**P147)) == tuned.TUNED[
+        ("NVIDIA H200", "bwd", torch.bfloat16, tuple(P147.values()))]
+    assert tuned.lookup("NVIDIA H100", "fwd", torch.bfloat16, Geometry(**P147)) == ()
+
+
+@pytest.mark.parametrize(("entries", "message"), [
+    ("not json", "cannot read a JSON"),
+    ({"device": "x"}, "expected a JSON list"),
+    ([_tuned_entry(op="bwd3")], "op 'bwd3' is not one of"),
+    ([_tuned_entry(dtype="bf16")], "dtype 'bf16' is not a torch dtype"),
+    ([{"op": "fwd"}], "entry 0: missing device, dtype, geometry, tiles"),
+    ([_tuned_entry(tiles=[{"block_rows": 32}])], "entry 0: bad geometry or tile"),
+    ([_tuned_entry(geometry={"degrees": 49})], "entry 0: bad geometry or tile"),
+    ([_tuned_entry(tiles=[{"block_rows": 0, "block_grid": 16, "num_stages": 2,
+                           "num_warps": 4}])], "needs positive integers"),
+    ([_tuned_entry(tiles=[{"block_rows": 16, "block_grid": 16, "num_stages": 2,
+                           "num_warps": 4, "fp32_dots": "tf32"}])], "fp32_dots 'tf32'"),
+])
+def test_a_bad_tuned_tiles_file_names_what_is_wrong(tmp_path, monkeypatch, entries, message):
+    path = tmp_path / "tiles.json"
+    path.write_text(entries if isinstance(entries, str) else json.dumps(entries))
+    monkeypatch.setenv(tuned.TUNED_TILES_ENV, str(path))
+    with pytest.raises(ValueError, match=message) as raised:
+        tuned.lookup("NVIDIA H200", "fwd", torch.bfloat16, Geometry(**P147))
+    assert tuned.TUNED_TILES_ENV in str(raised.value)
 
 
 def test_no_fused_kernel_for_float64_falls_back_without_compiling(profile, compiles):
