@@ -31,7 +31,7 @@ EXTRA_TILES = [(rows, grid, stages, warps) for rows in (128, 64, 32) for grid in
                for stages in (2, 3, 4) for warps in (4, 8)]
 # fp32 extras stay at 4 warps and at most 32 rows: on the H200 (triton 3.6) a 64-row 8-warp
 # tf32x3 fwd tile compiled and loaded, then made an illegal memory access, which poisons the
-# CUDA context for every later timing (docs/evidence/h200/sweep-graph-timed.log).
+# CUDA context for every later timing (docs/evidence/h200/sweep-p147-graph-timed.log).
 EXTRA_FP32_TILES = [(rows, grid, stages, 4, "tf32x3") for rows in (32, 16)
                     for grid in (64, 32, 16) for stages in (2, 3)]
 # A tile is eligible for the tuned table only within the operator tests' numerics bound.
