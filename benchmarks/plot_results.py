@@ -1,7 +1,8 @@
 """Chart of a results file: time (and extra peak memory, where measured) of each implementation
-per shape and pass, one column per dtype. Needs matplotlib (the `bench` extra).
+per shape and pass, one column per dtype, on log axes (the shapes span two orders of
+magnitude). Needs matplotlib (the `bench` extra).
 
-    python benchmarks/plot_results.py benchmarks/results/h200-ops-sweep.json docs/h200-ops.png
+    python benchmarks/plot_results.py benchmarks/results/h200.json docs/h200-bench.png
 """
 
 import json
@@ -24,7 +25,7 @@ def main(argv=None) -> int:
     impls = list(dict.fromkeys(r["impl"] for r in records))
     with_memory = any(r.get("peak_mib") is not None for r in records)
     rows = 2 if with_memory else 1
-    figure, axes = plt.subplots(rows, len(dtypes), figsize=(6 * len(dtypes), 4.2 * rows),
+    figure, axes = plt.subplots(rows, len(dtypes), figsize=(8 * len(dtypes), 4.5 * rows),
                                 squeeze=False)
     for column, dtype in enumerate(dtypes):
         cells = defaultdict(dict)
@@ -37,12 +38,14 @@ def main(argv=None) -> int:
             ax = axes[row][column]
             width = 0.8 / len(impls)
             for index, impl in enumerate(impls):
-                values = [cell.get(impl, {}).get(field) or 0 for cell in cells.values()]
+                values = [cell.get(impl, {}).get(field) or float("nan")
+                          for cell in cells.values()]
                 ax.bar([x + index * width for x in range(len(cells))], values, width,
                        label=impl)
             ax.set_xticks([x + width * (len(impls) - 1) / 2 for x in range(len(cells))])
             ax.set_xticklabels(labels, fontsize=8)
             ax.set_ylabel(unit)
+            ax.set_yscale("log")
             ax.set_title(f"{dtype}: {unit.split(' (')[0]}")
             ax.legend(fontsize=8)
     figure.suptitle(argv[0].rsplit("/", 1)[-1])

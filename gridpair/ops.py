@@ -80,7 +80,8 @@ def grid_pair_bwd2(grad_out: Tensor, left: Tensor, right: Tensor, grad_grad_left
     return ggo, g2_left, g2_right
 
 
-# -- autograd: fwd -> bwd -> bwd2, then the reference for any higher order ----------------------
+# -- autograd: fwd -> bwd -> bwd2 (bwd again where the cotangent needs no gradient), then the
+# reference for any higher order -------------------------------------------------------------
 def _save(ctx, inputs, output) -> None:
     *tensors, n_frames = inputs
     ctx.save_for_backward(*tensors)
@@ -96,6 +97,14 @@ def _fwd_backward(ctx, grad_out):
 
 def _bwd_backward(ctx, grad_grad_left, grad_grad_right):
     grad_out, left, right, to_grid, from_grid = ctx.saved_tensors
+    if not ctx.needs_input_grad[0]:
+        # Nothing asks for the cotangent's gradient (an energy with fixed weights): the other
+        # two outputs of the second backward are the first backward of (go, h_l, h_r),
+        # g2_l = T^T[(F go)(T h_r)] and g2_r = T^T[(F go)(T h_l)] - five grid products instead
+        # of eight, as autograd would prune the reference composition.
+        g2_left, g2_right = torch.ops.gridpair.grid_pair_bwd(
+            grad_out, grad_grad_left, grad_grad_right, to_grid, from_grid, ctx.n_frames)
+        return None, g2_left, g2_right, None, None, None
     ggo, g2_left, g2_right = torch.ops.gridpair.grid_pair_bwd2(
         grad_out, left, right, grad_grad_left, grad_grad_right, to_grid, from_grid,
         ctx.n_frames)

@@ -1,10 +1,13 @@
 """The custom-op chain torch.ops.gridpair.* on the CPU: conformance (opcheck), derivatives to
 second order against float64 autograd of the reference, fake tensors, odd and strided shapes."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+import gridpair
 from gridpair import grid_pair, reference_grid_pair
 from numerics import (
     assert_within_reference_error,
@@ -67,6 +70,44 @@ def _op_args(op, ops):
     if op == "grid_pair_bwd":
         return (ops.cotangent, ops.left, ops.right, *proj)
     return (ops.cotangent, ops.left, ops.right, ops.grad_grad_left, ops.grad_grad_right, *proj)
+
+
+def _second_order(fn, ops, weight_needs_grad):
+    """Gradients of a force loss whose energy weights need a gradient or not."""
+    left = ops.left.detach().requires_grad_()
+    right = ops.right.detach().requires_grad_()
+    weight = ops.cotangent.detach().requires_grad_(weight_needs_grad)
+    out = fn(left, right, ops.to_grid, ops.from_grid, ops.n_frames)
+    grad_left, grad_right = torch.autograd.grad((out * weight).sum(), (left, right),
+                                                create_graph=True)
+    loss = (grad_left * ops.grad_grad_left).sum() + (grad_right * ops.grad_grad_right).sum()
+    return torch.autograd.grad(loss, (left, right), create_graph=True)
+
+
+@pytest.mark.parametrize("weight_needs_grad", [False, True])
+def test_second_backward_runs_bwd2_only_when_the_cotangent_needs_a_gradient(
+        weight_needs_grad, monkeypatch):
+    monkeypatch.setenv("GRIDPAIR_DEVICE", "h200")  # the selector is asked (float64: fallback)
+    ops = draw(3, 9, 2, 3, 4, 23, seed=21)
+    asked = []
+    unsubscribe = gridpair.SELECTOR.subscribe(lambda event: asked.append(event.op))
+    try:
+        got = _second_order(grid_pair, ops, weight_needs_grad)
+    finally:
+        unsubscribe()
+    want = _second_order(reference_grid_pair, ops, weight_needs_grad)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+    assert set(asked) == ({"fwd", "bwd", "bwd2"} if weight_needs_grad else {"fwd", "bwd"})
+    # The pruned path stays differentiable: third order through bwd's own backward.
+    small = draw(2, 4, 1, 2, 3, 6, seed=5)
+
+    def second_order_of(left, right):
+        return _second_order(grid_pair, dataclasses.replace(small, left=left, right=right),
+                             weight_needs_grad)
+
+    assert torch.autograd.gradcheck(second_order_of, (small.left.requires_grad_(),
+                                                      small.right.requires_grad_()))
 
 
 @pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])

@@ -60,3 +60,14 @@ def test_derivative_formulas_match_autograd(layout):
                 "grad2_left": grad2_left, "grad2_right": grad2_right}
     for name, value in explicit.items():
         torch.testing.assert_close(value, autograd[name], rtol=1e-10, atol=1e-10, msg=name)
+
+
+def test_second_backward_without_the_cotangent_is_the_first_backward_of_the_grad_grads():
+    """g2_l = T^T[(F go)(T h_r)], g2_r = T^T[(F go)(T h_l)] is bwd applied to (go, h_l, h_r):
+    the identity the ops use when the cotangent needs no gradient."""
+    ops = draw(3, 16, 2, 3, 5, 29, seed=8)
+    go, h_left, h_right = ops.cotangent, ops.grad_grad_left, ops.grad_grad_right
+    _, g2_left, g2_right = reference.bwd2(go, ops.left, ops.right, h_left, h_right,
+                                          ops.to_grid, ops.from_grid, ops.n_frames)
+    via_bwd = reference.bwd(go, h_left, h_right, ops.to_grid, ops.from_grid, ops.n_frames)
+    torch.testing.assert_close(via_bwd, (g2_left, g2_right), rtol=1e-12, atol=1e-12)

@@ -68,11 +68,13 @@ def operands(case: Case, nodes: int, seed: int):
 def make_step(n_frames: int):
     """energy = <out, w>; force loss = <g_l, h_l> + <g_r, h_r> with (g_l, g_r) the gradients of
     the energy; returns the energy and the force loss's gradients (forward, backward and second
-    backward run once each)."""
+    backward run once each). The readout weights w are trained, as in production: the
+    cotangent of the first backward then needs a gradient and the second backward is bwd2."""
 
     def step(left, right, to_grid, from_grid, weight, h_left, h_right):
         left = left.detach().requires_grad_()
         right = right.detach().requires_grad_()
+        weight = weight.detach().requires_grad_()
         out = grid_pair(left, right, to_grid, from_grid, n_frames)
         energy = (out.float() * weight).sum()
         grad_left, grad_right = torch.autograd.grad(energy, (left, right), create_graph=True)
