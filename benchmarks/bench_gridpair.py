@@ -49,6 +49,9 @@ def make_pass(kind: str, fn, n_frames: int):
 
     # Every pass returns all it computes (energy, first gradients, loss), as a training step
     # uses them: a compiled pass may not drop the forward or the first backward as dead code.
+    # The energy weights are fixed (no gradient), so no implementation needs the gradient of
+    # the first backward's cotangent: autograd prunes it from the reference, and the fused
+    # ops take their second backward through the bwd kernel.
     def run(left, right, to_grid, from_grid, weight, h_left, h_right):
         if kind == "fwd":
             return fn(left, right, to_grid, from_grid, n_frames)

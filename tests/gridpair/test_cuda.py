@@ -66,6 +66,41 @@ def test_fused_within_five_times_the_reference_error(shape, layout, precision):
         assert fused_median <= 5 * ref_median, (name, report)
 
 
+def _fixed_weight_second_order(fn, ops):
+    """g2_l, g2_r of a force loss whose energy weights need no gradient: the second backward
+    the ops run through the bwd kernel on (go, h_l, h_r)."""
+    left = ops.left.detach().requires_grad_()
+    right = ops.right.detach().requires_grad_()
+    out = fn(left, right, ops.to_grid, ops.from_grid, ops.n_frames)
+    grad_left, grad_right = torch.autograd.grad(out, (left, right), ops.cotangent,
+                                                create_graph=True)
+    loss = (grad_left * ops.grad_grad_left).sum() + (grad_right * ops.grad_grad_right).sum()
+    return torch.autograd.grad(loss, (left, right))
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "degree_major"])
+@pytest.mark.parametrize("precision", ["float32", "bf16-amp"])
+def test_fixed_weight_second_order_within_five_times_the_reference_error(layout, precision):
+    events = []
+    unsubscribe = gridpair.SELECTOR.subscribe(events.append)
+    try:
+        ops = draw(300, 49, 2, 3, 96, 584, seed=31, layout=layout, device="cuda")
+        exact = _fixed_weight_second_order(reference_grid_pair, ops)
+        working = ops.to(torch.float32)
+        wrap = _autocast if precision == "bf16-amp" else (lambda fn: fn)
+        fused = _fixed_weight_second_order(wrap(grid_pair), working)
+        reference = _fixed_weight_second_order(wrap(reference_grid_pair), working)
+    finally:
+        unsubscribe()
+    assert {e.op for e in events if e.kind == "admit"} <= {"fwd", "bwd"}
+    assert "bwd2" not in {e.op for e in events}
+    floor = 4 * torch.finfo(torch.float32).eps
+    for name, got, ref, want in zip(("grad2_left", "grad2_right"), fused, reference, exact):
+        fused_error, own = relative_error(got, want), relative_error(ref, want)
+        print(f"{precision} {layout} {name}: fused {fused_error:.2e} reference {own:.2e}")
+        assert fused_error <= 5 * max(own, floor), (name, fused_error, own)
+
+
 def test_the_fused_kernels_actually_ran():
     events = []
     unsubscribe = gridpair.SELECTOR.subscribe(events.append)
