@@ -134,27 +134,30 @@ def measure(run, device: str):
     return milliseconds, peak, graph_ms(run)
 
 
-def graph_ms(run) -> float | None:
-    """Median GPU time of ``run`` captured once in a CUDA graph and replayed."""
+def replayed_ms(run, rep: int = 100) -> float:
+    """Median GPU time of ``run`` captured once in a CUDA graph and replayed (no host time)."""
     from triton.testing import do_bench
 
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    return do_bench(graph.replay, warmup=rep // 5, rep=rep, return_mode="median")
+
+
+def graph_ms(run) -> float | None:
+    """``replayed_ms`` of a pass, or None where it cannot be captured (a diagnostic column)."""
     try:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            run()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            run()
-        milliseconds = do_bench(graph.replay, warmup=20, rep=100, return_mode="median")
+        return replayed_ms(run)
     except Exception as error:  # recorded as None: capture is a diagnostic, not the figure
         print(f"  (no CUDA graph: {type(error).__name__}: {str(error)[:120]})", flush=True)
         return None
     finally:
         torch.cuda.synchronize()
-    del graph
-    return milliseconds
 
 
 def main(argv=None) -> int:

@@ -123,22 +123,13 @@ def main(argv=None):
 
     import torch
     from torch._library.triton import set_wrap_triton_enabled
-    from triton.testing import do_bench
 
+    from benchmarks.bench_gridpair import replayed_ms
     from gridpair import reference
     from gridpair.launchers import launch
 
     def kernel_ms(run):
-        """Median GPU time of one ``run``, captured once in a CUDA graph and replayed."""
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            run()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            run()
-        return do_bench(graph.replay, warmup=10, rep=60, return_mode="median")
+        return replayed_ms(run, rep=60)
 
     limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
     rows = []
