@@ -3,8 +3,8 @@
 #     OUT=/path/to/output bash docs/evidence/gridpair_gpu.sh PART
 # PART "a": versions, the CUDA operator tests (numerics, real handle loading), the cold
 # regressions under --cold-compile; PART "b": the regressions and the proof under
-# --smem-limit 101376; PART "c": the benchmark. Each step's command line, output and exit
-# status go to $OUT/<step>.log; summary.txt keeps the lines that carry the evidence.
+# --smem-limit 101376. Each step's command line, output and exit status go to
+# $OUT/<step>.log; $OUT/summary-<step>.txt keeps the lines that carry the evidence.
 # Later parts run side by side on a two-GPU machine, each on its own GPU (GPU=0 or GPU=1):
 # PART "regressions": every regression run at once, with and without --smem-limit 101376, the
 # proof and the CUDA operator tests; PART "sweep": the tile sweep; PART "bench": the benchmark
@@ -35,9 +35,13 @@ run() {  # run NAME SECONDS COMMAND...
     } >> "$OUT/summary-$name.txt"
 }
 
+versions() {  # Python, torch, triton, pytest and each GPU's opt-in shared memory per block
+    run versions 60 bash -c 'python3 -c "import sys, torch, triton, pytest; print(sys.version.split()[0], \"torch\", torch.__version__, \"triton\", triton.__version__, \"pytest\", pytest.__version__); [print(i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).shared_memory_per_block_optin) for i in range(torch.cuda.device_count())]"; nvidia-smi -L'
+}
+
 case "${1:-a}" in
 a)
-    run versions 60 bash -c 'python3 -c "import sys, torch, triton, pytest; print(sys.version.split()[0], \"torch\", torch.__version__, \"triton\", triton.__version__, \"pytest\", pytest.__version__); [print(i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).shared_memory_per_block_optin) for i in range(torch.cuda.device_count())]"; nvidia-smi -L'
+    versions
     run gridpair-cuda 200 "${PYTEST[@]}" tests/gridpair/test_cuda.py -n 2 -s
     run regressions-cold 230 "${PYTEST[@]}" --cold-compile tests/regressions -n 2 \
         -k "not test_b_c" --cold-compile-report="$OUT/regressions-cold.json"
@@ -49,12 +53,9 @@ b)
     run proof-warm-masks-cold-catches 300 "${PYTEST[@]}" -s \
         tests/regressions/test_proof.py -k test_b_c
     ;;
-c)
-    run bench 560 python3 benchmarks/bench_gridpair.py --out "$OUT/h200.json"
-    ;;
 regressions)
     export CUDA_VISIBLE_DEVICES=${GPU:-0}
-    run versions 60 bash -c 'python3 -c "import sys, torch, triton, pytest; print(sys.version.split()[0], \"torch\", torch.__version__, \"triton\", triton.__version__, \"pytest\", pytest.__version__); [print(i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).shared_memory_per_block_optin) for i in range(torch.cuda.device_count())]"; nvidia-smi -L'
+    versions
     run regressions-cold "${LIMIT:-500}" "${PYTEST[@]}" --cold-compile tests/regressions -n 4 \
         -k "not test_b_c" --durations=0 --cold-compile-report="$OUT/regressions-cold.json" &
     run regressions-cold-smem-101376 "${LIMIT:-500}" "${PYTEST[@]}" --cold-compile \
