@@ -25,7 +25,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from gridpair.launch import LaunchSelector
+    from gridpair.selector import LaunchSelector
 
     selector = LaunchSelector()
     operands = [torch.zeros(300, 49, 2, 288) for _ in range(5)]

@@ -44,7 +44,7 @@ H200_SHARED = 232448
 def _shared_16bit(op, geometry, tile):
     """Shared memory of a 16-bit tile as Triton lays it out: resident operand rows plus the
     pipelined projector tiles (both checked against the H200 sweep's compiles)."""
-    from gridpair.launchers import slot_cover
+    from gridpair.geometry import slot_cover
 
     padded = sum(slot_cover(geometry.slots))
     return 2 * padded * (OPERANDS[op] * tile.block_rows
@@ -54,8 +54,8 @@ def _shared_16bit(op, geometry, tile):
 def _jobs(shapes, dtypes):
     import torch
 
-    from gridpair.launch import generated_candidates
-    from gridpair.launchers import Geometry, Tile
+    from gridpair.geometry import Geometry, Tile
+    from gridpair.selector import generated_candidates
 
     jobs = []
     for shape in shapes:
@@ -78,8 +78,8 @@ def _compile(job):
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from gridpair.launchers import Geometry
-    from gridpair.validate import Signature, _ast_source
+    from gridpair.geometry import Geometry
+    from gridpair.probe import Signature, _ast_source
 
     shape, label, op, tile = job
     signature = Signature(getattr(torch, DTYPES[label]), (True,) * OPERANDS[op], False)
@@ -91,7 +91,7 @@ def _compile(job):
                                            "num_stages": tile.num_stages})
     except Exception as error:  # recorded, not fatal: the sweep reports it
         return job, {"error": repr(error)[:300]}
-    from gridpair.validate import cubin_registers
+    from gridpair.probe import cubin_registers
 
     return job, {"shared": compiled.metadata.shared, "registers": cubin_registers(compiled.kernel),
                  "compile_s": round(time.perf_counter() - start, 2)}
@@ -126,7 +126,7 @@ def main(argv=None):
 
     from benchmarks.bench_gridpair import replayed_ms
     from gridpair import reference
-    from gridpair.launchers import launch
+    from gridpair.launch import launch
 
     def kernel_ms(run):
         return replayed_ms(run, rep=60)
@@ -189,7 +189,7 @@ def main(argv=None):
 def tuned_entries(rows, device_name, keep=2):
     """GRIDPAIR_TUNED_TILES entries: per (shape, dtype, op) the ``keep`` fastest tiles whose
     error from float64 is within ERROR_BOUND times the reference composition's own."""
-    from gridpair.launchers import Geometry
+    from gridpair.geometry import Geometry
 
     entries = []
     for shape, label, op in dict.fromkeys((r["shape"], r["dtype"], r["op"]) for r in rows):

@@ -7,7 +7,7 @@ launch selector of its three kernels (the pytest-coldcompile selector protocol),
 
 from gridpair import devices
 from gridpair.api import grid_pair
-from gridpair.launch import SELECTOR, LaunchEvent
 from gridpair.reference import reference_grid_pair
+from gridpair.selector import SELECTOR, LaunchEvent
 
 __all__ = ["SELECTOR", "LaunchEvent", "devices", "grid_pair", "reference_grid_pair"]

@@ -17,10 +17,10 @@ import torch
 
 from gridpair import devices
 from gridpair.devices import DeviceLimits
+from gridpair.geometry import Geometry
 from gridpair.kernels import OPERANDS
-from gridpair.launch import SELECTOR, Decision, LaunchKey
-from gridpair.launchers import Geometry
-from gridpair.validate import Signature
+from gridpair.probe import Signature
+from gridpair.selector import SELECTOR, Decision, LaunchKey
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

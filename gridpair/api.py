@@ -4,7 +4,7 @@ import torch
 from torch import Tensor
 
 from gridpair import ops  # noqa: F401  (registers torch.ops.gridpair.*)
-from gridpair.validation import check_constant_projectors, check_operands
+from gridpair.inputs import check_constant_projectors, check_operands
 
 
 def grid_pair(

@@ -1,308 +1,55 @@
-"""Launch selection: tile candidates, the cached validated selector, and its events.
+"""The launch of a grid-pair kernel with a chosen tile: allocate the results, pad the
+projectors, compute the launch grid and call the kernel (through ``wrap_triton`` so that tracing
+records it)."""
 
-Selection is separate from launching and happens before anything is recorded: the custom ops
-ask ``SELECTOR.choose`` for a tile with the operands they were given (real, fake or functional
-tensors alike - only dtypes, static geometry and alignment are read), and either launch that tile
-or compute the reference composition. A choice is made by compiling candidates in order and
-keeping the first that the device can load; choices and exhausted searches are cached.
-"""
-
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from itertools import product
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
-from torch.fx.experimental.symbolic_shapes import statically_known_true
-from triton.runtime.errors import OutOfResources
+from torch.library import wrap_triton
 
-from gridpair import devices, tuned
-from gridpair.devices import DeviceLimits
-from gridpair.kernels import OPERANDS, RESULTS
-from gridpair.launchers import Geometry, Tile, next_power_of_two, slot_cover
-from gridpair.validate import Compiled, Signature, compile_candidate
-
-FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-FITS = "fits"
-OUT_OF_RESOURCES = "out_of_resources"
-CACHED = "cached"
-UNSUPPORTED = "unsupported_dtype"
-
-# Tile axes, most aggressive first: (row block, grid block, stages); each tile takes the fewest
-# warps that keep its resident values in registers. From the sweeps of shared memory,
-# registers, spills and H200 timings (docs/evidence/): 16-bit tiles up to 64 rows; fp32 tiles
-# of 16 rows (more rows spill catastrophically), first with tf32x3 dots (3-10x faster than
-# IEEE FMA dots and within the fp32 error bound), then with IEEE dots, whose smaller footprint
-# still fits 99 KB devices.
-_BLOCK_ROWS = (64, 32, 16)
-_BLOCK_GRID = (64, 32)
-_STAGES = (3, 2)
-_WARPS = (4, 8)
-_SMALLEST = ((16, 16, 2), (16, 16, 1))
-_FP32_SHAPES = ((16, 64, 2), (16, 32, 2), (16, 16, 1))
-_FP32_DOTS = ("tf32x3", "ieee")
-# 32-bit registers per thread the resident values of a tile may take (of 255): accumulators,
-# operand rows and the grid fields of one block. Beyond it ptxas spills to local memory.
-_RESIDENT_REGISTERS = 192
+from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
+from gridpair.kernels import KERNELS, OPERANDS, RESULTS
 
 
-@dataclass(frozen=True)
-class LaunchEvent:
-    """One step of a selection, as the selector protocol of pytest-coldcompile reports it."""
-
-    kind: str  # "probe" | "admit" | "fallback"
-    op: str
-    config: Mapping[str, int]
-    resources: Mapping[str, object]
-    outcome: str
-    device: str
+def pad_projector(projector: Tensor) -> Tensor:
+    """A fresh contiguous copy zero-padded to the kernels' slot cover: no slot masks, aligned
+    rows, and always 16-byte aligned, whatever the caller's tensor."""
+    main, tail = slot_cover(projector.shape[1])
+    return torch.nn.functional.pad(projector, (0, main + tail - projector.shape[1])).contiguous()
 
 
-@dataclass(frozen=True)
-class LaunchKey:
-    """Everything a choice depends on; pair counts and strides are deliberately absent."""
-
-    op: str
-    device: str
-    limit: int
-    geometry: Geometry
-    signature: Signature
+def launch_grid(n_rows: int, tile: Tile) -> tuple[int]:
+    """One program per block of (pair, channel) rows."""
+    return (-(-n_rows // tile.block_rows),)
 
 
-@dataclass(frozen=True)
-class Probe:
-    """A candidate's verdict: its shared memory (None if it never compiled) and the outcome."""
+def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
+           n_frames: int, tile: Tile) -> tuple[Tensor, ...]:
+    """Run kernel ``op`` ("fwd", "bwd", "bwd2") with ``tile``; return its fresh results.
 
-    tile: Tile
-    shared: int | None
-    outcome: str
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The outcome of one search: every probe in order and the admitted one, if any."""
-
-    key: LaunchKey
-    probes: tuple[Probe, ...]
-    admitted: Probe | None = None
-
-
-def resident_registers(op: str, geometry: Geometry, tile: Tile, dtype: torch.dtype) -> int:
-    """32-bit registers per thread a tile's resident values take: fp32 accumulators, operand
-    rows in the operand dtype, and the fp32 grid fields of one grid block.
-
-    fp32 operands go through FMA dots, whose operand layouts hold each row twice over (the
-    offline sweep: 64-row fp32 tiles spill at 8 warps where bf16 ones do not).
+    Operands are (N, D, F, K*C) in any strides, projectors (G, D*K); results are contiguous,
+    in the operands' dtype.
     """
-    main, tail = slot_cover(geometry.slots)
-    slots = main + tail
-    n_operands, n_results = len(OPERANDS[op]), len(RESULTS[op])
-    operand_words = dtype.itemsize / 4 * (2 if dtype == torch.float32 else 1)
-    words = (n_results * tile.block_rows * slots
-             + n_operands * tile.block_rows * slots * operand_words
-             + n_operands * tile.block_rows * tile.block_grid)
-    return int(words // (tile.num_warps * 32))
+    if len(operands) != len(OPERANDS[op]):
+        raise ValueError(f"{op}: expected operands {OPERANDS[op]}, got {len(operands)} tensors")
+    first = operands[0]
+    geometry = Geometry.of(first, to_grid, n_frames)
+    results = tuple(torch.empty(first.shape, dtype=first.dtype, device=first.device)
+                    for _ in RESULTS[op])
+    n_rows = first.shape[0] * geometry.focus * geometry.channels
+    if n_rows == 0:
+        return results
+    args = kernel_arguments(operands, (pad_projector(to_grid), pad_projector(from_grid)),
+                            results, n_rows, [x.stride() for x in operands])
+    grid = launch_grid(n_rows, tile)
+    kernel = KERNELS[op]
+    runner = wrap_triton(kernel) if not _interpreted(kernel) else kernel
+    runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype),
+                 num_warps=tile.num_warps, num_stages=tile.num_stages)
+    return results
 
 
-def generated_candidates(op: str, geometry: Geometry, dtype: torch.dtype) -> list[Tile]:
-    """The ladder from the most to the least aggressive tile whose resident values stay in
-    registers; grid blocks larger than the grid are left out."""
-    widest_grid = max(16, next_power_of_two(geometry.grid))
-    if dtype == torch.float32:
-        shapes = [(*shape, dots) for dots in _FP32_DOTS for shape in _FP32_SHAPES]
-    else:
-        shapes = [(*s, None) for s in product(_BLOCK_ROWS, _BLOCK_GRID, _STAGES)]
-        shapes += [(*s, None) for s in _SMALLEST]
-    ladder = []
-    for rows, grid, stages, dots in shapes:
-        if grid > widest_grid:
-            continue
-        for warps in _WARPS:
-            tile = Tile(rows, grid, stages, warps, dots)
-            if resident_registers(op, geometry, tile, dtype) <= _RESIDENT_REGISTERS:
-                ladder.append(tile)
-                break
-        else:  # even 8 warps are over the budget: the smallest footprint still gets a try
-            if (rows, grid, stages) == _SMALLEST[-1]:
-                ladder.append(Tile(rows, grid, stages, _WARPS[-1], dots))
-    return ladder
-
-
-class LaunchSelector:
-    """Chooses the tile of each grid-pair kernel launch by validated compilation.
-
-    Implements the pytest-coldcompile selector protocol: ``name``, ``reset()``,
-    ``subscribe(listener) -> unsubscribe``; listeners receive ``LaunchEvent``s.
-    """
-
-    name = "gridpair"
-
-    def __init__(self) -> None:
-        self._decisions: dict[LaunchKey, Decision] = {}
-        self._listeners: list[Callable[[LaunchEvent], None]] = []
-        self._lock = threading.RLock()
-
-    # -- selector protocol -------------------------------------------------------------------
-    def reset(self) -> None:
-        """Forget every cached choice and every cached exhausted search."""
-        with self._lock:
-            self._decisions.clear()
-
-    def subscribe(self, listener: Callable[[LaunchEvent], None]) -> Callable[[], None]:
-        """Call ``listener(event)`` for every probe, admission and fallback until unsubscribed."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
-
-    # -- selection ---------------------------------------------------------------------------
-    def choose(self, op: str, operands: Sequence[Tensor], projectors: Sequence[Tensor],
-               n_frames: int) -> Tile | None:
-        """The admitted tile for this launch, or None: compute with the reference composition.
-
-        Reads only dtypes, static shapes, device and alignment, so it runs the same on real,
-        fake and functional tensors, before any kernel call is traced.
-        """
-        limits = devices.limits_for(operands[0].device)
-        if limits is None:
-            return None
-        key = self.key(op, operands, projectors, n_frames, limits)
-        decision = self._decisions.get(key)
-        if decision is not None:
-            self._emit_cached(decision)
-        else:
-            decision = self.decide(key, limits)
-        return decision.admitted.tile if decision.admitted is not None else None
-
-    def key(self, op: str, operands: Sequence[Tensor], projectors: Sequence[Tensor],
-            n_frames: int, limits: DeviceLimits) -> LaunchKey:
-        first = operands[0]
-        layouts = [_layout(x) for x in operands]
-        signature = Signature(first.dtype, tuple(aligned for aligned, _ in layouts),
-                              any(wide for _, wide in layouts))
-        return LaunchKey(op, limits.identity, limits.shared,
-                         Geometry.of(first, projectors[0], n_frames), signature)
-
-    def decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool = False) -> Decision:
-        """Search the candidates of ``key`` (all of them with ``probe_all``) and cache it."""
-        with self._lock:
-            if key.signature.dtype not in FUSED_DTYPES:
-                decision = Decision(key, ())
-                self._emit("fallback", key, None, {"limit": key.limit}, UNSUPPORTED)
-            else:
-                decision = self._search(key, limits, probe_all)
-            self._decisions[key] = decision
-            return decision
-
-    def candidates(self, key: LaunchKey, device_name: str) -> list[Tile]:
-        """Tuned tiles for this exact device first, then the generated ladder, no repeats."""
-        preferred = tuned.lookup(device_name, key.op, key.signature.dtype, key.geometry)
-        ordered = [*preferred, *generated_candidates(key.op, key.geometry, key.signature.dtype)]
-        return list(dict.fromkeys(ordered))
-
-    def validate(self, key: LaunchKey, tile: Tile, limits: DeviceLimits) -> Compiled:
-        """Compile ``tile``; OutOfResources if the device cannot load it. Overridable."""
-        return compile_candidate(key.op, key.geometry, tile, key.signature, limits)
-
-    def _search(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool) -> Decision:
-        probes: list[Probe] = []
-        admitted = None
-        for tile in self.candidates(key, limits.device_name):
-            try:
-                compiled = self.validate(key, tile, limits)
-            except OutOfResources as error:
-                shared = error.required if error.name == "shared memory" else None
-                probe = Probe(tile, shared, OUT_OF_RESOURCES, str(error))
-            else:
-                probe = Probe(tile, compiled.shared, FITS)
-            probes.append(probe)
-            self._emit("probe", key, tile, _resources(key, probe), probe.outcome)
-            if probe.outcome == FITS and admitted is None:
-                admitted = probe
-                self._emit("admit", key, tile, _resources(key, probe), FITS)
-                if not probe_all:
-                    break
-        if admitted is None:
-            self._emit("fallback", key, None, {"limit": key.limit}, OUT_OF_RESOURCES)
-        return Decision(key, tuple(probes), admitted)
-
-    def _emit_cached(self, decision: Decision) -> None:
-        if not self._listeners:
-            return
-        key, admitted = decision.key, decision.admitted
-        if admitted is None:
-            self._emit("fallback", key, None, {"limit": key.limit}, CACHED)
-        else:
-            self._emit("admit", key, admitted.tile, _resources(key, admitted), CACHED)
-
-    def _emit(self, kind: str, key: LaunchKey, tile: Tile | None,
-              resources: Mapping[str, object], outcome: str) -> None:
-        if not self._listeners:
-            return
-        event = LaunchEvent(kind, key.op, tile.as_dict() if tile else {}, resources, outcome,
-                            key.device)
-        for listener in list(self._listeners):
-            listener(event)
-
-    def cached(self) -> Iterator[Decision]:
-        """The decisions held now (for inspection and ``explain``)."""
-        return iter(list(self._decisions.values()))
-
-
-def _resources(key: LaunchKey, probe: Probe) -> dict[str, object]:
-    return {"shared": probe.shared, "limit": key.limit}
-
-
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-_INT32_MAX = 2**31 - 1
-
-
-def _is_plain(tensor: Tensor) -> bool:
-    """A tensor with real storage: fake and functional tensors have no data pointer."""
-    return type(tensor) in _PLAIN and tensor.device.type != "meta"
-
-
-def _layout(tensor: Tensor) -> tuple[bool, bool]:
-    """(aligned, wide) of an operand as Triton specializes its launch: whether its first
-    element sits on a 16-byte boundary, and whether a stride or the row count needs 64-bit
-    launch scalars.
-
-    Traced tensors have no address; Inductor allocates 16-byte aligned buffers and checks graph
-    inputs, so their alignment is that of the storage offset (a symbolic offset counts as
-    unaligned), and their sizes are taken to fit 32 bits.
-    """
-    if _is_plain(tensor):
-        nodes, _, focus, packed = tensor.shape
-        wide = max(tensor.stride()) > _INT32_MAX or nodes * focus * packed > _INT32_MAX
-        return tensor.data_ptr() % 16 == 0, wide
-    offset = tensor.storage_offset() * tensor.element_size()
-    return bool(statically_known_true(offset % 16 == 0)), False
-
-
-SELECTOR = LaunchSelector()
-_active = [SELECTOR]
-
-
-def active_selector() -> LaunchSelector:
-    """The selector the custom ops consult: ``SELECTOR`` unless ``using_selector`` says else."""
-    return _active[-1]
-
-
-@contextmanager
-def using_selector(selector: LaunchSelector) -> Iterator[LaunchSelector]:
-    """Route the custom ops' launch choices through ``selector`` for the block (for tests and
-    experiments with other selection policies; the ops trace the same either way)."""
-    _active.append(selector)
-    try:
-        yield selector
-    finally:
-        _active.remove(selector)
+def _interpreted(kernel: object) -> bool:
+    """Under TRITON_INTERPRET=1 kernels are interpreter functions that wrap_triton refuses."""
+    return type(kernel).__name__ == "InterpretedFunction"

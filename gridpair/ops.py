@@ -14,8 +14,8 @@ from torch import Tensor
 from torch.library import triton_op
 
 from gridpair import reference
-from gridpair.launch import active_selector
-from gridpair.launchers import launch
+from gridpair.launch import launch
+from gridpair.selector import active_selector
 
 _REFERENCE = {"fwd": reference.fwd, "bwd": reference.bwd, "bwd2": reference.bwd2}
 

@@ -7,7 +7,7 @@ to where no launch fits or no GPU is present, and (in float64) the yardstick of 
 import torch
 from torch import Tensor
 
-from gridpair.validation import check_operands
+from gridpair.inputs import check_operands
 
 
 def _split_frames(x: Tensor, n_frames: int) -> Tensor:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from gridpair.launchers import Geometry, Tile
+from gridpair.geometry import Geometry, Tile
 
 TUNED_TILES_ENV = "GRIDPAIR_TUNED_TILES"
 OPS = ("fwd", "bwd", "bwd2")

@@ -18,9 +18,8 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_coldcompile import _imports, device, pristine, selectors
-from pytest_coldcompile._linux import die_with_parent
-from pytest_coldcompile.emulate import SmemCap
+from pytest_coldcompile import device, import_hooks, pristine, selectors
+from pytest_coldcompile.processes import die_with_parent
 from pytest_coldcompile.records import (
     CACHES,
     CAPTURED_ERR,
@@ -29,6 +28,7 @@ from pytest_coldcompile.records import (
     RAW_OUT,
     write_record,
 )
+from pytest_coldcompile.smem_cap import SmemCap
 from pytest_coldcompile.stats import CompileStats
 
 
@@ -88,7 +88,7 @@ def _adopt_selectors(tally: selectors.EventTally) -> None:
         def load(_mod: ModuleType, ep: Any = ep) -> None:
             selectors.load_entry_point(ep)
 
-        _imports.when_imported(module, load)
+        import_hooks.when_imported(module, load)
 
 
 def _named_capture(fd: int, path: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import crash, device, options, report, selectors, spawn
+from pytest_coldcompile import child_reports, device, options, report, selectors, spawn
 from pytest_coldcompile.forkserver import ChildExit, ForkServer, ServerError
 
 
@@ -150,31 +150,31 @@ class ColdEngine:
                 raise
         return spawn.run(self.config, item.nodeid, orders, timeout)
 
-    def run(self, item: pytest.Item) -> tuple[list[pytest.TestReport], crash.ChildResult]:
+    def run(self, item: pytest.Item) -> tuple[list[pytest.TestReport], child_reports.ChildResult]:
         """Run item cold; its reports (always a teardown one) and what the child recorded."""
         self.count += 1
         test_dir = os.path.join(self.base, f"{self.count:05d}")
         os.makedirs(test_dir)
-        result = crash.ChildResult()
+        result = child_reports.ChildResult()
         mode, reason = self.mode, self.reason
         try:
             timeout, timeout_source = options.timeout_for(item)
         except ValueError as exc:  # a bad marker argument: say so, as a setup error
             shutil.rmtree(test_dir, ignore_errors=True)
-            return crash.parent_failure(item, str(exc)), result
+            return child_reports.parent_failure(item, str(exc)), result
         try:
             orders = self._orders(item, test_dir)
             ended = self._launch(item, orders, timeout)
             mode, reason = orders["mode"], orders["mode_reason"]
-            result = crash.read_records(self.config, item, test_dir)
-            reports = crash.complete(item, result, ended, test_dir, timeout, timeout_source)
+            result = child_reports.read_records(self.config, item, test_dir)
+            reports = child_reports.complete(item, result, ended, test_dir, timeout, timeout_source)
             if self._echo_output():
-                crash.echo_uncaptured(test_dir)
+                child_reports.echo_uncaptured(test_dir)
         except (KeyboardInterrupt, SystemExit):
             self.kill()
             raise
         except Exception:
-            reports = crash.parent_failure(
+            reports = child_reports.parent_failure(
                 item, "pytest-coldcompile could not run the cold child:\n" + traceback.format_exc()
             )
         finally:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_coldcompile._linux import die_with_parent
+from pytest_coldcompile.processes import die_with_parent, kill_group
 
 # How long the parent waits for the server's answers that need no test to run.
 _REPLY_TIMEOUT = 120.0
@@ -139,7 +139,7 @@ class ForkServer:
                 pass
             _send(outbox, {"pid": pid})
             _, status = os.waitpid(pid, 0)
-            _kill_group(pid)  # leftovers of a child that exited (a leaked pool, a compiler)
+            kill_group(pid)  # leftovers of a child that exited (a leaked pool, a compiler)
             _send(outbox, {"pid": pid, "status": status})
 
     # -- parent side ---------------------------------------------------------------------
@@ -160,7 +160,7 @@ class ForkServer:
         reply = self._from.read(timeout)
         if reply is None:
             result.timed_out = True
-            _kill_group(result.pid)
+            kill_group(result.pid)
             reply = self._from.read(_REPLY_TIMEOUT)
             if reply is None:
                 raise ServerError("the fork server did not reap a killed child")
@@ -190,7 +190,7 @@ class ForkServer:
     def kill(self) -> None:
         """Stop at once (on an interrupt): kill the running child's group, then the server."""
         if self.running is not None:
-            _kill_group(self.running)
+            kill_group(self.running)
             self.running = None
         if self.pid is not None:
             try:
@@ -208,9 +208,3 @@ def _fork() -> int:
         warnings.simplefilter("ignore", DeprecationWarning)
         return os.fork()
 
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

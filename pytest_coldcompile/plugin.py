@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import child, device, emulate, options, report
+from pytest_coldcompile import child, device, options, report, smem_cap
 from pytest_coldcompile.engine import ColdEngine
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
 
 __all__ = ["cold_state", "compile_counter", "launch_events"]
 
 ENGINE_KEY = pytest.StashKey[ColdEngine]()
-CAP_KEY = pytest.StashKey[emulate.SmemCap]()
+CAP_KEY = pytest.StashKey[smem_cap.SmemCap]()
 DEVICE_SKIP_KEY = pytest.StashKey[bool]()
 
 
@@ -139,7 +139,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if limit is not None and child.ACTIVE is None:
         # In-process: capped from setup to teardown. Kernels this process loaded before are
         # not checked again.
-        item.stash[CAP_KEY] = emulate.install(limit)
+        item.stash[CAP_KEY] = smem_cap.install(limit)
 
 
 def _skip_unless_device(

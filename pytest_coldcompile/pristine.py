@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pytest_coldcompile import _imports
+from pytest_coldcompile import import_hooks
 from pytest_coldcompile.records import CACHES
 
 # Already-imported config modules read their environment at import; set them directly.
@@ -74,7 +74,7 @@ def _patch_config(module_name: str, values: dict[str, Any]) -> None:
             if hasattr(mod, key):
                 setattr(mod, key, value)
 
-    _imports.when_imported(module_name, patch)
+    import_hooks.when_imported(module_name, patch)
 
 
 def _private_triton_dirs(caches: str) -> None:
@@ -93,7 +93,7 @@ def _private_triton_dirs(caches: str) -> None:
             if hasattr(cache, name):
                 setattr(cache, name, value)
 
-    _imports.when_imported("triton.knobs", patch)
+    import_hooks.when_imported("triton.knobs", patch)
 
 
 def _private_header_dir(caches: str) -> None:
@@ -104,7 +104,7 @@ def _private_header_dir(caches: str) -> None:
             codecache._HEADER_DIR = os.path.join(caches, "inductor", "precompiled_headers")  # type: ignore[attr-defined]
             codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")  # type: ignore[attr-defined]
 
-    _imports.when_imported("torch._inductor.codecache", patch)
+    import_hooks.when_imported("torch._inductor.codecache", patch)
 
 
 def reset_compiler_state() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from pytest_coldcompile import pristine, records
 from pytest_coldcompile.forkserver import ChildExit
+from pytest_coldcompile.processes import kill_group
 
 # Destinations of options that must not reach a child running one test: distribution,
 # report files, selection and rerun state, interactive debugging, terminal chatter.
@@ -184,10 +184,10 @@ def run(
         except subprocess.TimeoutExpired:
             result.timed_out = True
         except BaseException:  # an interrupt: the child must not outlive us
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             proc.wait()
             raise
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         code = proc.wait()
     result.seconds = time.monotonic() - began
     if code < 0:
@@ -196,9 +196,3 @@ def run(
         result.returncode = code
     return result
 
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

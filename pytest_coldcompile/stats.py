@@ -10,7 +10,7 @@ import time
 from types import ModuleType
 from typing import Any
 
-from pytest_coldcompile import _imports
+from pytest_coldcompile import import_hooks
 
 
 class CompileStats:
@@ -24,9 +24,9 @@ class CompileStats:
         self._started: float | None = None
 
     def install(self) -> None:
-        _imports.when_imported("torch._dynamo.utils", self._baseline)
-        _imports.when_imported("torch._dynamo.callback", self._hook_callbacks)
-        _imports.when_imported("torch._inductor.compile_fx", self._hook_inner_compile)
+        import_hooks.when_imported("torch._dynamo.utils", self._baseline)
+        import_hooks.when_imported("torch._dynamo.callback", self._hook_callbacks)
+        import_hooks.when_imported("torch._inductor.compile_fx", self._hook_inner_compile)
 
     def _baseline(self, mod: ModuleType) -> None:
         self._frames_before = _unique_graphs(mod)

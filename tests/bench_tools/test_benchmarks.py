@@ -8,7 +8,7 @@ import torch
 from benchmarks import bench_gridpair
 from benchmarks.sweep_tiles import ERROR_BOUND, tuned_entries
 from gridpair import tuned
-from gridpair.launchers import Geometry, Tile
+from gridpair.geometry import Geometry, Tile
 
 RECORD_KEYS = {"shape", "dtype", "pass", "impl", "ms", "peak_mib", "tflops"}
 

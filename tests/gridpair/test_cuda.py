@@ -10,7 +10,7 @@ from triton import knobs
 
 import gridpair
 from gridpair import grid_pair, reference_grid_pair
-from gridpair.launch import LaunchSelector
+from gridpair.selector import LaunchSelector
 from numerics import QUANTITIES, draw, force_quantities, force_step, relative_error
 
 pytestmark = pytest.mark.requires_cuda
@@ -147,14 +147,14 @@ def test_one_compile_per_probe_and_none_at_launch(triton_compiles, dtype):
     probes = [e for e in events if e.kind == "probe"]
     assert tile is not None and len(triton_compiles.compiled) == len(probes)
     before = len(triton_compiles.compiled)
-    gridpair.launchers.launch("fwd", operands, *projectors, 3, tile)
+    gridpair.launch.launch("fwd", operands, *projectors, 3, tile)
     torch.cuda.synchronize()
     assert len(triton_compiles.compiled) == before, triton_compiles.compiled[before:]
     # A second batch size and a degree-major view: no new compile, no new probe.
     other = draw(77, 49, 2, 3, 96, 584, seed=7, layout="degree_major_aligned",
                  device="cuda").to(dtype)
     assert selector.choose("fwd", [other.left, other.right], projectors, 3) == tile
-    gridpair.launchers.launch("fwd", [other.left, other.right], *projectors, 3, tile)
+    gridpair.launch.launch("fwd", [other.left, other.right], *projectors, 3, tile)
     torch.cuda.synchronize()
     assert len(triton_compiles.compiled) == before
     assert len([e for e in events if e.kind == "probe"]) == len(probes)

@@ -15,17 +15,17 @@ from triton.compiler.compiler import make_backend
 from triton.compiler.errors import CompilationError
 from triton.runtime.jit import create_function_from_signature
 
-from gridpair import devices, grid_pair, launch, reference_grid_pair, tuned
+from gridpair import devices, grid_pair, reference_grid_pair, tuned
+from gridpair.geometry import Geometry, Tile, kernel_constexprs
 from gridpair.kernels import KERNELS
-from gridpair.launch import LaunchSelector, using_selector
-from gridpair.launchers import Geometry, Tile, kernel_constexprs
-from gridpair.validate import (
+from gridpair.probe import (
     Signature,
     _ast_source,
     _placeholder_arguments,
     cubin_registers,
     max_threads,
 )
+from gridpair.selector import LaunchSelector, generated_candidates, using_selector
 
 P147 = dict(degrees=49, focus=2, frames=3, channels=96, grid=584)  # production fp32 bwd2
 SMALL_DEVICE = "rtx-pro-6000-blackwell"
@@ -167,7 +167,9 @@ def test_reset_forgets_choices_and_failures(profile, compiles):
 def test_a_non_resource_compile_error_propagates_and_is_not_cached(profile, monkeypatch):
     profile(SMALL_DEVICE)
     # 24 rows: tl.arange needs a power of two, so Triton's front end refuses the kernel.
-    monkeypatch.setattr(launch, "generated_candidates", lambda *args: [Tile(24, 16, 2, 4)])
+    monkeypatch.setattr(
+        "gridpair.selector.generated_candidates", lambda *args: [Tile(24, 16, 2, 4)]
+    )
     selector = LaunchSelector()
     for _ in range(2):
         with pytest.raises(CompilationError):
@@ -181,7 +183,7 @@ def test_a_tuned_entry_that_no_longer_fits_is_rejected_and_the_next_admitted(pro
     name = devices.PROFILES[SMALL_DEVICE].device_name
     geometry = (P147["degrees"], P147["focus"], P147["frames"], P147["channels"], P147["grid"])
     too_big = Tile(64, 64, 3, 8)
-    ladder = launch.generated_candidates("fwd", Geometry(**P147), torch.bfloat16)
+    ladder = generated_candidates("fwd", Geometry(**P147), torch.bfloat16)
     assert too_big in ladder  # and so it must appear once only
     monkeypatch.setitem(tuned.TUNED, (name, "fwd", torch.bfloat16, geometry), (too_big,))
     selector = LaunchSelector()

@@ -314,7 +314,7 @@ def test_a_broken_child_machinery_is_reported_with_its_traceback(pytester: pytes
 
 
 def test_signal_names_cover_common_crashes() -> None:
-    from pytest_coldcompile.crash import signal_name
+    from pytest_coldcompile.child_reports import signal_name
 
     assert signal_name(signal.SIGSEGV) == "SIGSEGV"
     assert signal_name(signal.SIGBUS) == "SIGBUS"

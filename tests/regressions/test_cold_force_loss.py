@@ -11,8 +11,8 @@ import pytest
 import torch
 from force_step import LAYOUTS, OPS, Case, assert_matches_eager, compile_step, operands
 
-from gridpair.launch import LaunchSelector
-from gridpair.launchers import pad_projector
+from gridpair.launch import pad_projector
+from gridpair.selector import LaunchSelector
 
 pytestmark = pytest.mark.cold_compile
 

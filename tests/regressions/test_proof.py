@@ -19,7 +19,7 @@ import torch
 from force_step import Case, compile_step, operands
 from trusting import TrustingSelector
 
-from gridpair.launch import using_selector
+from gridpair.selector import using_selector
 
 HERE = Path(__file__).parent
 LIMIT = 101376
@@ -64,7 +64,7 @@ import torch
 from force_step import Case, compile_step, make_step, operands
 from trusting import TrustingSelector
 
-from gridpair.launch import using_selector
+from gridpair.selector import using_selector
 
 TRUSTING = TrustingSelector()
 CASE = Case("multi-focus", "{precision}", "cuda")

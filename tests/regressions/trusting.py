@@ -10,9 +10,9 @@ wrap_triton recorded the call.
 import torch
 
 from gridpair.kernels import OPERANDS
-from gridpair.launch import LaunchSelector, _is_plain
-from gridpair.launchers import launch
-from gridpair.validate import Compiled
+from gridpair.launch import launch
+from gridpair.probe import Compiled
+from gridpair.selector import LaunchSelector, _is_plain
 
 
 class TrustingSelector(LaunchSelector):

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from gridpair import reference
-from gridpair.launchers import Tile, launch
+from gridpair.geometry import Tile
+from gridpair.launch import launch
 from numerics import draw, relative_error
 
 assert os.environ.get("TRITON_INTERPRET") == "1", "run through test_interpreter.py"

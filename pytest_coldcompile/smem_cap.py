@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from pytest_coldcompile import _imports
+from pytest_coldcompile import import_hooks
 
 SMEM_LIMIT_ENV = "PYTEST_COLDCOMPILE_SMEM_LIMIT"
 """Set to the cap in bytes while one is active, for selectors that compile for a device profile."""
@@ -84,7 +84,7 @@ class SmemCap:
 
     def _on_import(self, module: str, patch: Callable[[ModuleType], None]) -> None:
         self._pending.append((module, patch))
-        _imports.when_imported(module, patch)
+        import_hooks.when_imported(module, patch)
 
     # -- install / remove --------------------------------------------------------------------
     def install(self) -> SmemCap:
@@ -108,7 +108,7 @@ class SmemCap:
 
     def remove(self) -> None:
         for module, patch in self._pending:
-            _imports.forget(module, patch)
+            import_hooks.forget(module, patch)
         self._pending.clear()
         while self._undo:
             self._undo.pop()()

@@ -19,8 +19,8 @@ from triton.runtime.errors import OutOfResources
 from triton.runtime.jit import MockTensor
 
 from gridpair.devices import MAX_THREADS_PER_BLOCK, REGISTERS_PER_BLOCK, DeviceLimits
+from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs
 from gridpair.kernels import KERNELS, OPERANDS, RESULTS
-from gridpair.launchers import Geometry, Tile, kernel_arguments, kernel_constexprs
 
 # Placeholder for pair counts and strides: neither 1 nor a multiple of 16, so nothing about the
 # real values could be specialized into the validated kernel (the kernels also opt out).

@@ -1,9 +1,9 @@
-"""Plain launchers of the grid-pair kernels: allocate results, compute the launch grid and call a
-kernel with a given tile.
+"""The shared vocabulary of the grid-pair kernels: launch geometry, tiles, the slot cover, and
+the one builder of a launch's arguments and constexprs.
 
 ``kernel_arguments`` and ``kernel_constexprs`` are the single source of a launch's specialization:
-the selector builds its validation compile from them with dtype placeholders, the launchers
-build the real launch from them, so both compile the same kernel.
+probing builds its validation compile from them with dtype placeholders, ``launch`` builds the
+real launch from them, so both compile the same kernel.
 """
 
 from collections.abc import Sequence
@@ -11,9 +11,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor
-from torch.library import wrap_triton
-
-from gridpair.kernels import KERNELS, OPERANDS, RESULTS
 
 
 @dataclass(frozen=True)
@@ -116,46 +113,3 @@ def kernel_arguments(
     """Runtime arguments in kernel order: operands, padded projectors, results, the row count
     and the operand strides."""
     return [*operands, *projectors, *results, n_rows, *(s for stride in strides for s in stride)]
-
-
-def pad_projector(projector: Tensor) -> Tensor:
-    """A fresh contiguous copy zero-padded to the kernels' slot cover: no slot masks, aligned
-    rows, and always 16-byte aligned, whatever the caller's tensor."""
-    main, tail = slot_cover(projector.shape[1])
-    return torch.nn.functional.pad(projector, (0, main + tail - projector.shape[1])).contiguous()
-
-
-def launch_grid(n_rows: int, tile: Tile) -> tuple[int]:
-    """One program per block of (pair, channel) rows."""
-    return (-(-n_rows // tile.block_rows),)
-
-
-def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
-           n_frames: int, tile: Tile) -> tuple[Tensor, ...]:
-    """Run kernel ``op`` ("fwd", "bwd", "bwd2") with ``tile``; return its fresh results.
-
-    Operands are (N, D, F, K*C) in any strides, projectors (G, D*K); results are contiguous,
-    in the operands' dtype.
-    """
-    if len(operands) != len(OPERANDS[op]):
-        raise ValueError(f"{op}: expected operands {OPERANDS[op]}, got {len(operands)} tensors")
-    first = operands[0]
-    geometry = Geometry.of(first, to_grid, n_frames)
-    results = tuple(torch.empty(first.shape, dtype=first.dtype, device=first.device)
-                    for _ in RESULTS[op])
-    n_rows = first.shape[0] * geometry.focus * geometry.channels
-    if n_rows == 0:
-        return results
-    args = kernel_arguments(operands, (pad_projector(to_grid), pad_projector(from_grid)),
-                            results, n_rows, [x.stride() for x in operands])
-    grid = launch_grid(n_rows, tile)
-    kernel = KERNELS[op]
-    runner = wrap_triton(kernel) if not _interpreted(kernel) else kernel
-    runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype),
-                 num_warps=tile.num_warps, num_stages=tile.num_stages)
-    return results
-
-
-def _interpreted(kernel: object) -> bool:
-    """Under TRITON_INTERPRET=1 kernels are interpreter functions that wrap_triton refuses."""
-    return type(kernel).__name__ == "InterpretedFunction"

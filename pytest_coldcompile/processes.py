@@ -1,0 +1,38 @@
+"""Process helpers of the cold engine: a child that must not outlive the process that started
+it, and killing a child's whole process group."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(expected_parent: int | None = None) -> None:
+    """Have the kernel kill this process when its parent dies (no-op off Linux).
+
+    A cold child stuck in a compile would otherwise outlive a pytest that was killed.
+    ``expected_parent`` is the parent's pid recorded before the fork: if the parent died
+    before the request took effect, this process was already re-parented and exits now.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid() if expected_parent is None else expected_parent
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process of group ``pgid``; a group that is gone already is fine."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
