@@ -7,13 +7,17 @@ kernel through ``wrap_triton`` or computes the reference composition with ordina
 the compiler sees a traceable graph in every case and on every device.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import torch
+import torch._library.triton
 from torch import Tensor
 from torch.library import triton_op
 
 from gridpair import reference
+from gridpair.kernels import KERNELS
 from gridpair.launch import launch
 from gridpair.selector import active_selector
 
@@ -51,7 +55,33 @@ def _check_same(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid:
             )
 
 
-@triton_op("gridpair::grid_pair_fwd", mutates_args=())
+@contextmanager
+def _kernels_known_to_triton_op() -> Iterator[None]:
+    """``triton_op`` finds the kernels an op launches by parsing its source, which imports
+    Inductor (more than a second of ``import gridpair``); our ops launch exactly KERNELS, so
+    tell it that instead. Without that private hook, ``triton_op`` does its own search."""
+    finder = getattr(torch._library.triton, "get_inner_triton_kernels", None)
+    if finder is None:
+        yield
+        return
+    torch._library.triton.get_inner_triton_kernels = lambda fn: list(KERNELS.values())
+    try:
+        yield
+    finally:
+        torch._library.triton.get_inner_triton_kernels = finder
+
+
+def _gridpair_op(name: str) -> Callable[[Callable[..., object]], Any]:
+    """``triton_op`` registration of ``gridpair::name``, told which kernels it launches."""
+
+    def register(body: Callable[..., object]) -> Any:
+        with _kernels_known_to_triton_op():
+            return triton_op(f"gridpair::{name}", mutates_args=())(body)
+
+    return register
+
+
+@_gridpair_op("grid_pair_fwd")
 def grid_pair_fwd(left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tensor,
                   n_frames: int) -> Tensor:
     """out = F^T [(T l) * (T r)]."""
@@ -59,7 +89,7 @@ def grid_pair_fwd(left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tenso
     return out
 
 
-@triton_op("gridpair::grid_pair_bwd", mutates_args=())
+@_gridpair_op("grid_pair_bwd")
 def grid_pair_bwd(grad_out: Tensor, left: Tensor, right: Tensor, to_grid: Tensor,
                   from_grid: Tensor, n_frames: int) -> tuple[Tensor, Tensor]:
     """(g_l, g_r) = (T^T [(F go)(T r)], T^T [(F go)(T l)])."""
@@ -67,7 +97,7 @@ def grid_pair_bwd(grad_out: Tensor, left: Tensor, right: Tensor, to_grid: Tensor
     return grad_left, grad_right
 
 
-@triton_op("gridpair::grid_pair_bwd2", mutates_args=())
+@_gridpair_op("grid_pair_bwd2")
 def grid_pair_bwd2(grad_out: Tensor, left: Tensor, right: Tensor, grad_grad_left: Tensor,
                    grad_grad_right: Tensor, to_grid: Tensor, from_grid: Tensor,
                    n_frames: int) -> tuple[Tensor, Tensor, Tensor]:

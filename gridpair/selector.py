@@ -15,7 +15,6 @@ from itertools import product
 
 import torch
 from torch import Tensor
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 from triton.runtime.errors import OutOfResources
 
 from gridpair import devices, tuned
@@ -284,6 +283,9 @@ def _layout(tensor: Tensor) -> tuple[bool, bool]:
         nodes, _, focus, packed = tensor.shape
         wide = max(tensor.stride()) > _INT32_MAX or nodes * focus * packed > _INT32_MAX
         return tensor.data_ptr() % 16 == 0, wide
+    # Imported here: it pulls in sympy (half a second), and only traced operands reach this.
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
     offset = tensor.storage_offset() * tensor.element_size()
     return bool(statically_known_true(offset % 16 == 0)), False
 
