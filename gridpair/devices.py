@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
+from pytest_coldcompile.protocol import SMEM_LIMIT_ENV
+
 DEVICE_ENV = "GRIDPAIR_DEVICE"
-SMEM_CAP_ENV = "PYTEST_COLDCOMPILE_SMEM_LIMIT"
 
 # Per-block limits shared by every CUDA architecture we target (CUDA C++ Programming Guide,
 # "Technical Specifications per Compute Capability": 1024 threads, 64K 32-bit registers per
@@ -99,15 +100,15 @@ def profile(name: str) -> DeviceProfile:
 
 
 def _smem_cap() -> int | None:
-    raw = os.environ.get(SMEM_CAP_ENV)
+    raw = os.environ.get(SMEM_LIMIT_ENV)
     if not raw:
         return None
     try:
         cap = int(raw)
     except ValueError:
-        raise ValueError(f"{SMEM_CAP_ENV}: expected a byte count, got {raw!r}") from None
+        raise ValueError(f"{SMEM_LIMIT_ENV}: expected a byte count, got {raw!r}") from None
     if cap <= 0:
-        raise ValueError(f"{SMEM_CAP_ENV}: expected a positive byte count, got {raw!r}")
+        raise ValueError(f"{SMEM_LIMIT_ENV}: expected a positive byte count, got {raw!r}")
     return cap
 
 
@@ -145,7 +146,7 @@ def limits_for(device: torch.device) -> DeviceLimits | None:
     name = os.environ.get(DEVICE_ENV)
     if not name:
         return None
-    return _profile_limits(name, os.environ.get(SMEM_CAP_ENV))
+    return _profile_limits(name, os.environ.get(SMEM_LIMIT_ENV))
 
 
 @functools.lru_cache(maxsize=64)

@@ -22,6 +22,7 @@ from gridpair.devices import DeviceLimits
 from gridpair.geometry import Geometry, Tile, next_power_of_two, slot_cover
 from gridpair.kernels import OPERANDS, RESULTS
 from gridpair.probe import Compiled, Signature, compile_candidate
+from pytest_coldcompile.protocol import LaunchEvent
 
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -46,18 +47,6 @@ _FP32_DOTS = ("tf32x3", "ieee")
 # 32-bit registers per thread the resident values of a tile may take (of 255): accumulators,
 # operand rows and the grid fields of one block. Beyond it ptxas spills to local memory.
 _RESIDENT_REGISTERS = 192
-
-
-@dataclass(frozen=True)
-class LaunchEvent:
-    """One step of a selection, as the selector protocol of pytest-coldcompile reports it."""
-
-    kind: str  # "probe" | "admit" | "fallback"
-    op: str
-    config: Mapping[str, int]
-    resources: Mapping[str, object]
-    outcome: str
-    device: str
 
 
 @dataclass(frozen=True)
@@ -248,7 +237,7 @@ class LaunchSelector:
         if not self._listeners:
             return
         event = LaunchEvent(kind, key.op, tile.as_dict() if tile else {}, resources, outcome,
-                            key.device)
+                            self.name, key.device)
         for listener in list(self._listeners):
             listener(event)
 

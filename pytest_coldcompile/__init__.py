@@ -4,7 +4,7 @@ Public API for downstream projects: register a launch selector, read its events.
 this package is cheap: it never imports torch or triton.
 """
 
-from pytest_coldcompile.selectors import ENTRY_POINT_GROUP, LaunchEvent, register_selector
-from pytest_coldcompile.smem_cap import SMEM_LIMIT_ENV
+from pytest_coldcompile.protocol import ENTRY_POINT_GROUP, SMEM_LIMIT_ENV, LaunchEvent
+from pytest_coldcompile.selectors import register_selector
 
 __all__ = ["ENTRY_POINT_GROUP", "SMEM_LIMIT_ENV", "LaunchEvent", "register_selector"]

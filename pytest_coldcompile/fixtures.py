@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile import child, options, selectors
-from pytest_coldcompile.selectors import KINDS, LaunchEvent
+from pytest_coldcompile.protocol import KINDS, LaunchEvent
 
 
 @dataclass(frozen=True)

@@ -8,48 +8,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import Any
 
-ENTRY_POINT_GROUP = "pytest_coldcompile.selectors"
-
-KINDS = {"probe": "probed", "admit": "admitted", "fallback": "fallback"}
-"""Event kind -> the name of the list that holds such events."""
-
-
-@dataclass(frozen=True)
-class LaunchEvent:
-    """One probe, admit or fallback decision of a launch selector, copied out of the selector."""
-
-    kind: str
-    op: str
-    config: Mapping[str, Any] = field(default_factory=dict)
-    resources: Mapping[str, Any] = field(default_factory=dict)
-    outcome: str = ""
-    selector: str = ""
-
-    @classmethod
-    def from_event(cls, event: Any, selector: str = "") -> LaunchEvent:
-        # Copy now: a selector may reuse or mutate its event objects after the callback.
-        return cls(
-            kind=str(getattr(event, "kind", "")),
-            op=str(getattr(event, "op", "")),
-            config=dict(getattr(event, "config", None) or {}),
-            resources=dict(getattr(event, "resources", None) or {}),
-            outcome=str(getattr(event, "outcome", "")),
-            selector=selector,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "op": self.op,
-            "config": dict(self.config),
-            "resources": dict(self.resources),
-            "outcome": self.outcome,
-            "selector": self.selector,
-        }
+from pytest_coldcompile.protocol import ENTRY_POINT_GROUP, KINDS, LaunchEvent
 
 
 class SelectorError(RuntimeError):

@@ -16,9 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_coldcompile import import_hooks
-
-SMEM_LIMIT_ENV = "PYTEST_COLDCOMPILE_SMEM_LIMIT"
-"""Set to the cap in bytes while one is active, for selectors that compile for a device profile."""
+from pytest_coldcompile.protocol import SMEM_LIMIT_ENV
 
 # Inductor's static launcher loads cubins itself, bypassing Triton's check; it moved modules.
 STATIC_LAUNCHER_MODULES = (

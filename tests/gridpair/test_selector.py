@@ -66,9 +66,9 @@ def profile(monkeypatch):
     def use(name, cap=None):
         monkeypatch.setenv("GRIDPAIR_DEVICE", name)
         if cap is None:
-            monkeypatch.delenv(devices.SMEM_CAP_ENV, raising=False)
+            monkeypatch.delenv(devices.SMEM_LIMIT_ENV, raising=False)
         else:
-            monkeypatch.setenv(devices.SMEM_CAP_ENV, str(cap))
+            monkeypatch.setenv(devices.SMEM_LIMIT_ENV, str(cap))
     return use
 
 
@@ -309,7 +309,7 @@ def test_an_unknown_profile_names_the_known_ones(monkeypatch):
 
 def test_a_bad_cap_is_named(monkeypatch):
     monkeypatch.setenv("GRIDPAIR_DEVICE", "h200")
-    monkeypatch.setenv(devices.SMEM_CAP_ENV, "lots")
+    monkeypatch.setenv(devices.SMEM_LIMIT_ENV, "lots")
     with pytest.raises(ValueError, match="PYTEST_COLDCOMPILE_SMEM_LIMIT: expected a byte"):
         LaunchSelector().choose("fwd", *launch_args("fwd"))
 
