@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import child, device, options, report, smem_cap
+from pytest_coldcompile import child, device_markers, options, report, smem_cap
 from pytest_coldcompile.engine import ColdEngine
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
 
@@ -122,11 +122,6 @@ def _teardown_parent(
         teardown.sections.append(("parent teardown", str(failed.longrepr)))
 
 
-def _gpu() -> device.Gpu | None:
-    gpus = device.facts().gpus
-    return gpus[0] if gpus else None
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     limit, source = options.smem_limit_for(item)  # a bad marker fails the setup here
@@ -134,34 +129,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     needs_smem = options.required_smem(item)
     if needs_cuda or needs_smem is not None:
         item.stash[DEVICE_SKIP_KEY] = True
-        _skip_unless_device(needs_cuda, needs_smem, limit, source)
+        device_markers.skip_unless_device(needs_cuda, needs_smem, limit, source)
         del item.stash[DEVICE_SKIP_KEY]
     if limit is not None and child.ACTIVE is None:
         # In-process: capped from setup to teardown. Kernels this process loaded before are
         # not checked again.
         item.stash[CAP_KEY] = smem_cap.install(limit)
-
-
-def _skip_unless_device(
-    needs_cuda: bool, needs_smem: int | None, limit: int | None, source: str
-) -> None:
-    gpu = _gpu()
-    what = "requires_cuda" if needs_smem is None else f"requires_smem({needs_smem})"
-    if gpu is None:
-        pytest.skip(f"{what}: needs a CUDA device; {device.facts().describe_none()}")
-    if needs_smem is None:
-        return
-    offered = gpu.smem_optin if limit is None else min(gpu.smem_optin, limit)
-    if offered < needs_smem:
-        lowered = (
-            f", lowered to {limit} by {source}"
-            if limit is not None and limit < gpu.smem_optin
-            else ""
-        )
-        pytest.skip(
-            f"{what}: needs {needs_smem} bytes of shared memory per block; {gpu.name} offers "
-            f"{gpu.smem_optin} (opt-in){lowered}"
-        )
 
 
 @pytest.hookimpl(wrapper=True)
