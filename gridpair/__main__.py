@@ -38,9 +38,7 @@ def _shape(text: str) -> tuple[int, int, int, int]:
 
 def _limits(device: str | None) -> DeviceLimits:
     if device:
-        chosen = devices.profile(device)
-        return DeviceLimits(f"profile {chosen.name} (sm_{chosen.arch})", chosen.device_name,
-                            chosen.arch, devices.capped(chosen.shared_per_block), None)
+        return devices.profile_limits(device)
     cpu = devices.limits_for(torch.device("cpu"))
     if cpu is not None:
         return cpu

@@ -146,6 +146,11 @@ def limits_for(device: torch.device) -> DeviceLimits | None:
     name = os.environ.get(DEVICE_ENV)
     if not name:
         return None
+    return profile_limits(name)
+
+
+def profile_limits(name: str) -> DeviceLimits:
+    """The limits of profile ``name``, lowered to the emulated cap if one is set."""
     return _profile_limits(name, os.environ.get(SMEM_LIMIT_ENV))
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 import triton
+from torch import Tensor
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.errors import OutOfResources
@@ -59,6 +60,42 @@ class _Operand(MockTensor):
 
     def data_ptr(self) -> int:
         return self._address
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_INT32_MAX = 2**31 - 1
+
+
+def is_plain(tensor: Tensor) -> bool:
+    """A tensor with real storage: fake and functional tensors have no data pointer."""
+    return type(tensor) in _PLAIN and tensor.device.type != "meta"
+
+
+def _layout(tensor: Tensor) -> tuple[bool, bool]:
+    """(aligned, wide) of an operand as Triton specializes its launch: whether its first
+    element sits on a 16-byte boundary, and whether a stride or the row count needs 64-bit
+    launch scalars.
+
+    Traced tensors have no address; Inductor allocates 16-byte aligned buffers and checks graph
+    inputs, so their alignment is that of the storage offset (a symbolic offset counts as
+    unaligned), and their sizes are taken to fit 32 bits.
+    """
+    if is_plain(tensor):
+        nodes, _, focus, packed = tensor.shape
+        wide = max(tensor.stride()) > _INT32_MAX or nodes * focus * packed > _INT32_MAX
+        return tensor.data_ptr() % 16 == 0, wide
+    # Imported here: it pulls in sympy (half a second), and only traced operands reach this.
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    offset = tensor.storage_offset() * tensor.element_size()
+    return bool(statically_known_true(offset % 16 == 0)), False
+
+
+def signature_of(operands: Sequence[Tensor]) -> Signature:
+    """The Signature of a launch on these operands (real, fake or functional)."""
+    layouts = [_layout(x) for x in operands]
+    return Signature(operands[0].dtype, tuple(aligned for aligned, _ in layouts),
+                     any(wide for _, wide in layouts))
 
 
 def _placeholder_arguments(op: str, signature: Signature) -> list[object]:

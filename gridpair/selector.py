@@ -21,7 +21,7 @@ from gridpair import devices, tuned
 from gridpair.devices import DeviceLimits
 from gridpair.geometry import Geometry, Tile, next_power_of_two, slot_cover
 from gridpair.kernels import OPERANDS, RESULTS
-from gridpair.probe import Compiled, Signature, compile_candidate
+from gridpair.probe import Compiled, Signature, compile_candidate, signature_of
 from pytest_coldcompile.protocol import LaunchEvent
 
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -173,12 +173,9 @@ class LaunchSelector:
 
     def key(self, op: str, operands: Sequence[Tensor], projectors: Sequence[Tensor],
             n_frames: int, limits: DeviceLimits) -> LaunchKey:
-        first = operands[0]
-        layouts = [_layout(x) for x in operands]
-        signature = Signature(first.dtype, tuple(aligned for aligned, _ in layouts),
-                              any(wide for _, wide in layouts))
         return LaunchKey(op, limits.identity, limits.shared,
-                         Geometry.of(first, projectors[0], n_frames), signature)
+                         Geometry.of(operands[0], projectors[0], n_frames),
+                         signature_of(operands))
 
     def decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool = False) -> Decision:
         """Search the candidates of ``key`` (all of them with ``probe_all``) and cache it."""
@@ -248,35 +245,6 @@ class LaunchSelector:
 
 def _resources(key: LaunchKey, probe: Probe) -> dict[str, object]:
     return {"shared": probe.shared, "limit": key.limit}
-
-
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-_INT32_MAX = 2**31 - 1
-
-
-def _is_plain(tensor: Tensor) -> bool:
-    """A tensor with real storage: fake and functional tensors have no data pointer."""
-    return type(tensor) in _PLAIN and tensor.device.type != "meta"
-
-
-def _layout(tensor: Tensor) -> tuple[bool, bool]:
-    """(aligned, wide) of an operand as Triton specializes its launch: whether its first
-    element sits on a 16-byte boundary, and whether a stride or the row count needs 64-bit
-    launch scalars.
-
-    Traced tensors have no address; Inductor allocates 16-byte aligned buffers and checks graph
-    inputs, so their alignment is that of the storage offset (a symbolic offset counts as
-    unaligned), and their sizes are taken to fit 32 bits.
-    """
-    if _is_plain(tensor):
-        nodes, _, focus, packed = tensor.shape
-        wide = max(tensor.stride()) > _INT32_MAX or nodes * focus * packed > _INT32_MAX
-        return tensor.data_ptr() % 16 == 0, wide
-    # Imported here: it pulls in sympy (half a second), and only traced operands reach this.
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
-
-    offset = tensor.storage_offset() * tensor.element_size()
-    return bool(statically_known_true(offset % 16 == 0)), False
 
 
 SELECTOR = LaunchSelector()

@@ -11,15 +11,15 @@ import torch
 
 from gridpair.kernels import OPERANDS
 from gridpair.launch import launch
-from gridpair.probe import Compiled
-from gridpair.selector import LaunchSelector, _is_plain
+from gridpair.probe import Compiled, is_plain
+from gridpair.selector import LaunchSelector
 
 
 class TrustingSelector(LaunchSelector):
     name = "gridpair-trusting"
 
     def choose(self, op, operands, projectors, n_frames):
-        self._tracing = not _is_plain(operands[0])
+        self._tracing = not is_plain(operands[0])
         self._device = operands[0].device
         return super().choose(op, operands, projectors, n_frames)
 
