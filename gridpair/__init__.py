@@ -5,9 +5,22 @@ launch selector of its three kernels (the pytest-coldcompile selector protocol),
 ``gridpair.devices.PROFILES`` the device profiles validation can target without a GPU.
 """
 
-from gridpair import devices
-from gridpair.api import grid_pair
-from gridpair.reference import reference_grid_pair
-from gridpair.selector import SELECTOR, LaunchEvent
+import torch
+
+from pytest_coldcompile import versions
+
+# gridpair uses private torch and Triton internals: refuse an untested release by name.
+versions.require("torch", torch.__version__)
+try:
+    import triton
+except ImportError:  # no Triton (not Linux): the reference composition only
+    pass
+else:
+    versions.require("triton", triton.__version__)
+
+from gridpair import devices  # noqa: E402
+from gridpair.api import grid_pair  # noqa: E402
+from gridpair.reference import reference_grid_pair  # noqa: E402
+from gridpair.selector import SELECTOR, LaunchEvent  # noqa: E402
 
 __all__ = ["SELECTOR", "LaunchEvent", "devices", "grid_pair", "reference_grid_pair"]

@@ -9,8 +9,10 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import Any
 
+from pytest_coldcompile import import_hooks
 from pytest_coldcompile.protocol import ENTRY_POINT_GROUP, KINDS, LaunchEvent
 
 
@@ -97,9 +99,36 @@ def loaded() -> list[Any]:
 
 
 def all_selectors() -> list[Any]:
-    """Every registered selector, loading the entry points that are not loaded yet."""
-    load_entry_points()
+    """Every selector in use: loaded ones, and entry points whose module is imported.
+
+    An entry point whose module is not imported is loaded the moment it is (on_load callbacks
+    see it then): importing a project's kernels is that project's choice, never the plugin's.
+    """
+    load_entry_points(only_imported=True)
+    watch_entry_points()
     return loaded()
+
+
+_watched: set[str] = set()  # entry point names with a post-import hook in place
+
+
+def watch_entry_points() -> None:
+    """Load each pending entry point right after its module is imported, in this process."""
+    for ep in pending_entry_points():
+        if ep.name in _watched:
+            continue
+        _watched.add(ep.name)
+
+        def load(_module: ModuleType, ep: importlib.metadata.EntryPoint = ep) -> None:
+            _watched.discard(ep.name)
+            try:
+                _load(ep)
+            except SelectorError:
+                # Raised here it would break the importer's `import`; the next all_selectors()
+                # loads it again and raises where a test asked for selectors.
+                pass
+
+        import_hooks.when_imported(ep.module, load)
 
 
 def on_load(callback: Callable[[Any], None]) -> Callable[[], None]:
