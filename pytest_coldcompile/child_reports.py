@@ -20,8 +20,6 @@ import pytest
 from pytest_coldcompile import records
 from pytest_coldcompile.forkserver import ChildExit
 
-PHASES = ("setup", "call", "teardown")
-
 
 @dataclass
 class ChildResult:
@@ -175,15 +173,70 @@ def problem(
     return None
 
 
-def _xfail_instead(item: pytest.Item, when: str, text: str) -> dict[str, Any] | None:
-    """A crash in the call of an xfail test is its expected failure, as with pytest-forked."""
-    marker = item.get_closest_marker("xfail")
-    if marker is None or when != "call" or item.config.getoption("runxfail", False):
+def _evaluate_xfail(item: pytest.Item) -> Any:
+    """The triggered xfail of item as pytest evaluates it (condition, reason, raises, run,
+    strict), or None. pytest's evaluator is private, so a fallback covers its absence."""
+    try:
+        from _pytest.skipping import evaluate_xfail_marks
+    except ImportError:
+        return _evaluate_xfail_fallback(item)
+    try:
+        return evaluate_xfail_marks(item)
+    except Exception:
+        # The child evaluated the same marks in its setup and reported the bad condition.
         return None
-    if not marker.kwargs.get("run", True) or marker.kwargs.get("raises") is not None:
+
+
+@dataclass(frozen=True)
+class _Xfail:
+    reason: str
+    run: bool
+    strict: bool
+    raises: Any
+
+
+def _evaluate_xfail_fallback(item: pytest.Item) -> _Xfail | None:
+    """For a pytest without _pytest.skipping.evaluate_xfail_marks: the same rules, shortened."""
+    for mark in item.iter_markers(name="xfail"):
+        kw = mark.kwargs
+        made = _Xfail(
+            kw.get("reason", ""), kw.get("run", True), bool(kw.get("strict")), kw.get("raises")
+        )
+        conditions = (kw["condition"],) if "condition" in kw else mark.args
+        if not conditions:
+            return made
+        for condition in conditions:
+            if isinstance(condition, str):  # evaluated as pytest does, in the module's globals
+                namespace = {"os": os, "sys": sys, "config": item.config}
+                namespace.update(getattr(getattr(item, "module", None), "__dict__", {}))
+                try:
+                    condition = eval(condition, namespace)
+                except Exception:
+                    return None
+            if condition:
+                return made
+    return None
+
+
+def _xfail_instead(item: pytest.Item, text: str) -> dict[str, Any] | None:
+    """A crash under a triggered xfail is its expected failure, as pytest-forked reports it.
+
+    As in pytest: --runxfail and a false condition mean no xfail; ``raises=`` names exception
+    types, which a crash (a signal, no exception) is not, so it is a failure there; strict
+    concerns passing tests only, so it changes nothing for a crash.
+    """
+    if item.config.getoption("runxfail", False):
         return None
-    reason = marker.kwargs.get("reason", marker.args[1] if len(marker.args) > 1 else "")
-    return {"outcome": "skipped", "wasxfail": f"{reason} ({text.splitlines()[0]})".strip()}
+    xfailed = _evaluate_xfail(item)
+    if xfailed is None:
+        return None
+    first = text.splitlines()[0]
+    if xfailed.raises is not None:
+        return {
+            "outcome": "failed",
+            "note": f"xfail(raises={xfailed.raises!r}) expects an exception, not a crash",
+        }
+    return {"outcome": "skipped", "wasxfail": f"{xfailed.reason} ({first})".strip()}
 
 
 def complete(
@@ -208,11 +261,13 @@ def complete(
     outcome = "failed"
     fields: dict[str, Any] = {}
     if ended.signal is not None and not ended.timed_out and result.error is None:
-        xfail = _xfail_instead(item, when, text)
-        if xfail is not None:
+        xfail = _xfail_instead(item, text)
+        if xfail is not None and xfail["outcome"] == "skipped":
             outcome = xfail["outcome"]
             fields["wasxfail"] = xfail["wasxfail"]
             longrepr = None
+        elif xfail is not None:
+            longrepr = f"{text}\n{xfail['note']}"
     reports.append(
         make_report(
             item, when, outcome, longrepr, child_output(test_dir, when), ended.seconds, **fields

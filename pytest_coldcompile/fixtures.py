@@ -91,7 +91,7 @@ class CompileCounter:
     def assert_graphs(
         self, frames: int | None = None, forward: int | None = None, backward: int | None = None
     ) -> None:
-        """Fail, listing Dynamo's recompile reasons, unless every given count matches."""
+        """Raise AssertionError listing Dynamo's recompile reasons unless every count matches."""
         __tracebackhide__ = True
         wanted = (
             ("frames", frames, self.frames),
@@ -106,8 +106,10 @@ class CompileCounter:
         if wrong:
             reasons = self.recompile_reasons
             listed = "\n".join(f"  - {r}" for r in reasons) or "  (Dynamo recorded none)"
-            pytest.fail(
-                f"compile_counter: {'; '.join(wrong)}\nrecompile reasons:\n{listed}", pytrace=False
+            # AssertionError, as torch.testing.assert_close and pytest.approx raise: callers
+            # can catch it with pytest.raises(AssertionError) or unittest's machinery.
+            raise AssertionError(
+                f"compile_counter: {'; '.join(wrong)}\nrecompile reasons:\n{listed}"
             )
 
     def __repr__(self) -> str:

@@ -64,3 +64,18 @@ def test_cold_state_in_a_cold_child(cold: pytest.Pytester) -> None:
         """
     )
     run(cold).assert_outcomes(passed=1)
+
+
+def test_assert_graphs_raises_assertion_error_with_the_counts_and_reasons() -> None:
+    from pytest_coldcompile.fixtures import CompileCounter
+
+    counter = CompileCounter()
+    counter.frames, counter.forward_graphs = 2, 1
+    counter.assert_graphs(frames=2, forward=1)  # matching counts pass silently
+    # pytest.raises(AssertionError): pytest.fail's exception is not one and would escape.
+    with pytest.raises(AssertionError) as info:
+        counter.assert_graphs(frames=1, forward=1, backward=0)
+    assert type(info.value) is AssertionError
+    text = str(info.value)
+    assert text.startswith("compile_counter: frames: expected 1, got 2\nrecompile reasons:")
+    assert "backward: expected" not in text and "forward: expected" not in text
