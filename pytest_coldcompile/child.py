@@ -159,9 +159,23 @@ def _redirect_fds(test_dir: str) -> None:
     faulthandler.enable(file=_fault_file)
 
 
+def _disable_debugger(config: pytest.Config) -> None:
+    """A cold child has no terminal (stdin is /dev/null): pdb would read EOF, quit, and stop
+    the whole session. The failure is reported instead; the parent says so once."""
+    for name in ("pdbinvoke", "pdbtrace"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin, name)
+    # unittest test cases keep tearDown for the debugger while usepdb is set.
+    for option in ("usepdb", "trace"):
+        if getattr(config.option, option, False):
+            setattr(config.option, option, False)
+
+
 def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     """Make this process a cold child: private caches, resets, cap, selectors, statistics."""
     global ACTIVE
+    _disable_debugger(config)
     test_dir = orders["dir"]
     ctx = ChildContext(orders=orders, test_dir=test_dir)
     for name in pristine.UNSET_ENV:

@@ -71,6 +71,7 @@ class ColdReporter:
         self.report_path = report_path
         self.tests: dict[str, dict[str, Any]] = {}
         self._outcomes: dict[str, str] = {}
+        self.debugger_skipped = 0  # failing cold tests that --pdb/--trace could not stop in
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
@@ -85,11 +86,15 @@ class ColdReporter:
         }
         if figures:
             self.tests[nodeid] = {"outcome": final, **figures}
+            if final in ("failed", "error") and _debugger_requested(self.config):
+                self.debugger_skipped += 1
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.tests:
             return
         tr = terminalreporter
+        if self.debugger_skipped:
+            tr.write_line(debugger_line(self.config, self.debugger_skipped), yellow=True)
         tr.write_sep("=", f"cold compile summary: {len(self.tests)} cold tests")
         for (mode, reason), count in sorted(
             Counter(
@@ -108,6 +113,20 @@ class ColdReporter:
             return  # xdist workers: the controller writes it
         self.report_path.parent.mkdir(parents=True, exist_ok=True)
         self.report_path.write_text(json.dumps(self.tests, indent=2, sort_keys=True) + "\n")
+
+
+def _debugger_requested(config: pytest.Config) -> bool:
+    return bool(config.getoption("usepdb", False) or config.getoption("trace", False))
+
+
+def debugger_line(config: pytest.Config, failing: int) -> str:
+    """The one line saying that the debugger options did not apply to cold children."""
+    flag = "--pdb" if config.getoption("usepdb", False) else "--trace"
+    tests = "test was" if failing == 1 else "tests were"
+    return (
+        f"cold-compile: {flag} cannot stop inside a cold child; {failing} failing cold "
+        f"{tests} reported instead; rerun without --cold-compile to debug"
+    )
 
 
 def _cell(value: Any) -> str:
