@@ -1,5 +1,8 @@
-"""Input checks of the public grid-pair functions: every error names the argument and what was
-expected, and nothing is coerced (no dtype promotion, no device moves, no reshapes)."""
+"""Input checks of the public grid-pair functions and ops: every error names the argument and
+what was expected, and nothing is coerced (no dtype promotion, no device moves, no reshapes).
+``grid_pair``, ``reference_grid_pair`` and ``torch.ops.gridpair.*`` share ``check_inputs``."""
+
+from collections.abc import Mapping
 
 from torch import Tensor
 
@@ -10,59 +13,57 @@ def check_operands(
     left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tensor, n_frames: int
 ) -> None:
     """Raise TypeError/ValueError naming the first argument that does not fit the operator."""
-    args = {"left": left, "right": right, "to_grid": to_grid, "from_grid": from_grid}
+    check_inputs({"left": left, "right": right}, to_grid, from_grid, n_frames)
+
+
+def check_inputs(operands: Mapping[str, Tensor], to_grid: Tensor, from_grid: Tensor,
+                 n_frames: int, *, where: str = "") -> None:
+    """Check (N, D, F, K*C) ``operands`` (named, the first one setting the shape, dtype and
+    device) with their (G, D*K) projectors and ``n_frames``; errors start with ``where``."""
+    args = {**operands, "to_grid": to_grid, "from_grid": from_grid}
+    first, *others = operands
     for name, value in args.items():
         if not isinstance(value, Tensor):
-            raise TypeError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
+            raise TypeError(f"{where}{name}: expected a torch.Tensor, got {type(value).__name__}")
     if isinstance(n_frames, bool) or not isinstance(n_frames, int):
-        raise TypeError(f"n_frames: expected an int, got {type(n_frames).__name__}")
+        raise TypeError(f"{where}n_frames: expected an int, got {type(n_frames).__name__}")
     if n_frames < 1:
-        raise ValueError(f"n_frames: expected n_frames >= 1, got {n_frames}")
+        raise ValueError(f"{where}n_frames: expected n_frames >= 1, got {n_frames}")
 
-    if left.dim() != 4:
-        raise ValueError(
-            f"left: expected a 4-d tensor (N, D, F, K*C), got shape {tuple(left.shape)}"
-        )
-    if right.shape != left.shape:
-        raise ValueError(
-            f"right: expected the shape of left {tuple(left.shape)}, got {tuple(right.shape)}"
-        )
-    degrees, packed = left.shape[1], left.shape[3]
+    lead = operands[first]
+    if lead.dim() != 4:
+        raise ValueError(f"{where}{first}: expected a 4-d tensor (N, D, F, K*C), "
+                         f"got shape {tuple(lead.shape)}")
+    for name in others:
+        if operands[name].shape != lead.shape:
+            raise ValueError(f"{where}{name}: expected the shape of {first} "
+                             f"{tuple(lead.shape)}, got {tuple(operands[name].shape)}")
+    degrees, packed = lead.shape[1], lead.shape[3]
     if packed % n_frames:
-        raise ValueError(
-            f"n_frames: expected a divisor of the last axis of left ({packed} = K*C), "
-            f"got {n_frames}"
-        )
+        raise ValueError(f"{where}n_frames: expected a divisor of the last axis of {first} "
+                         f"({packed} = K*C), got {n_frames}")
     slots = degrees * n_frames
     if to_grid.dim() != 2:
-        raise ValueError(
-            f"to_grid: expected a 2-d tensor (G, D*K), got shape {tuple(to_grid.shape)}"
-        )
+        raise ValueError(f"{where}to_grid: expected a 2-d tensor (G, D*K), "
+                         f"got shape {tuple(to_grid.shape)}")
     if to_grid.shape[1] != slots:
-        raise ValueError(
-            f"to_grid: expected width D*K = {slots} (D = {degrees} from left, K = {n_frames}), "
-            f"got shape {tuple(to_grid.shape)}"
-        )
+        raise ValueError(f"{where}to_grid: expected width D*K = {slots} (D = {degrees} from "
+                         f"{first}, K = {n_frames}), got shape {tuple(to_grid.shape)}")
     if from_grid.shape != to_grid.shape:
-        raise ValueError(
-            f"from_grid: expected the shape of to_grid {tuple(to_grid.shape)}, "
-            f"got {tuple(from_grid.shape)}"
-        )
+        raise ValueError(f"{where}from_grid: expected the shape of to_grid "
+                         f"{tuple(to_grid.shape)}, got {tuple(from_grid.shape)}")
 
     for name, value in args.items():
         if not value.dtype.is_floating_point:
-            raise TypeError(f"{name}: expected a floating-point dtype, got {value.dtype}")
-    for name in ("right", *_PROJECTORS):
-        if args[name].dtype != left.dtype:
-            raise TypeError(
-                f"{name}: expected dtype {left.dtype} (the dtype of left), got {args[name].dtype}"
-            )
-    for name in ("right", *_PROJECTORS):
-        if args[name].device != left.device:
-            raise ValueError(
-                f"{name}: expected device {left.device} (the device of left), "
-                f"got {args[name].device}"
-            )
+            raise TypeError(f"{where}{name}: expected a floating-point dtype, got {value.dtype}")
+    for name in (*others, *_PROJECTORS):
+        if args[name].dtype != lead.dtype:
+            raise TypeError(f"{where}{name}: expected dtype {lead.dtype} (the dtype of {first}), "
+                            f"got {args[name].dtype}")
+    for name in (*others, *_PROJECTORS):
+        if args[name].device != lead.device:
+            raise ValueError(f"{where}{name}: expected device {lead.device} (the device of "
+                             f"{first}), got {args[name].device}")
 
 
 def check_constant_projectors(to_grid: Tensor, from_grid: Tensor) -> None:

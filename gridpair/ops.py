@@ -17,7 +17,8 @@ from torch import Tensor
 from torch.library import triton_op
 
 from gridpair import reference
-from gridpair.kernels import KERNELS
+from gridpair.inputs import check_inputs
+from gridpair.kernels import KERNELS, OPERANDS
 from gridpair.launch import launch
 from gridpair.selector import active_selector
 
@@ -26,7 +27,9 @@ _REFERENCE = {"fwd": reference.fwd, "bwd": reference.bwd, "bwd2": reference.bwd2
 
 def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
              n_frames: int) -> tuple[Tensor, ...]:
-    _check_same(op, operands, to_grid, from_grid)
+    # The ops are public too: they check everything grid_pair checks, projectors included.
+    check_inputs(dict(zip(OPERANDS[op], operands, strict=True)), to_grid, from_grid, n_frames,
+                 where=f"gridpair::grid_pair_{op}: ")
     # The kernels read contiguous projectors: a no-op for the usual constant buffers, and their
     # layout cannot then change the compiled kernel.
     to_grid, from_grid = to_grid.contiguous(), from_grid.contiguous()
@@ -35,24 +38,6 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
         result = _REFERENCE[op](*operands, to_grid, from_grid, n_frames)
         return result if isinstance(result, tuple) else (result,)
     return launch(op, operands, to_grid, from_grid, n_frames, tile)
-
-
-def _check_same(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor) -> None:
-    """The ops are public too: refuse mixed dtypes, devices or shapes with a clear message."""
-    first = operands[0]
-    for index, x in enumerate((*operands[1:], to_grid, from_grid), start=1):
-        if x.dtype != first.dtype:
-            raise TypeError(f"gridpair::grid_pair_{op}: argument {index} has {x.dtype}, "
-                            f"expected {first.dtype} like argument 0")
-        if x.device != first.device:
-            raise ValueError(f"gridpair::grid_pair_{op}: argument {index} is on {x.device}, "
-                             f"expected {first.device} like argument 0")
-    for index, x in enumerate(operands[1:], start=1):
-        if x.shape != first.shape:
-            raise ValueError(
-                f"gridpair::grid_pair_{op}: argument {index} has shape {tuple(x.shape)}, "
-                f"expected {tuple(first.shape)} like argument 0"
-            )
 
 
 @contextmanager
@@ -167,8 +152,7 @@ def _register_autocast(op, device_type: str) -> None:
 
     def autocast_kernel(*args):
         dtype = torch.get_autocast_dtype(device_type)
-        cast = [a.to(dtype) if isinstance(a, Tensor) and a.is_floating_point()
-                and a.device.type == device_type else a for a in args]
+        cast = [a.to(dtype) if _autocast_eligible(a, device_type) else a for a in args]
         with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
             return op(*cast)
 
@@ -176,6 +160,13 @@ def _register_autocast(op, device_type: str) -> None:
     op.py_impl(key)(autocast_kernel)
     _LIBRARY.impl(op._schema.name.split("::")[1], lambda _keyset, *args: autocast_kernel(*args),
                   key_name, with_keyset=True)
+
+
+def _autocast_eligible(value: object, device_type: str) -> bool:
+    """torch's own rule (``cached_cast`` in aten/src/ATen/autocast_mode.h): a floating tensor
+    on the autocast device, and never float64."""
+    return (isinstance(value, Tensor) and value.is_floating_point()
+            and value.dtype != torch.float64 and value.device.type == device_type)
 
 
 _LIBRARY = torch.library.Library("gridpair", "FRAGMENT")

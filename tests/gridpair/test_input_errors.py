@@ -77,12 +77,66 @@ def test_good_input_passes_unchanged():
     assert out.shape == args["left"].shape and out.dtype == torch.float32
 
 
-@pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
-def test_custom_ops_refuse_mixed_dtypes(op):
-    x = torch.randn(N, D, F, K * C)
-    proj = torch.randn(G, D * K)
-    n_operands = {"grid_pair_fwd": 2, "grid_pair_bwd": 3, "grid_pair_bwd2": 5}[op]
-    operands = [x] * (n_operands - 1) + [x.double()]
-    with pytest.raises(TypeError, match=rf"gridpair::{op}: argument {n_operands - 1} has "
-                                        r"torch\.float64"):
-        getattr(torch.ops.gridpair, op)(*operands, proj, proj, K)
+OP_OPERANDS = {  # the operands of each public op, in schema order
+    "fwd": ("left", "right"),
+    "bwd": ("grad_out", "left", "right"),
+    "bwd2": ("grad_out", "left", "right", "grad_grad_left", "grad_grad_right"),
+}
+
+
+def _op_call(op, change):
+    """Good arguments of torch.ops.gridpair.grid_pair_<op> by name, with ``change`` applied."""
+    args = {name: torch.randn(N, D, F, K * C) for name in OP_OPERANDS[op]}
+    args |= {"to_grid": torch.randn(G, D * K), "from_grid": torch.randn(G, D * K),
+             "n_frames": K}
+    args |= {name: value(op) if callable(value) else value for name, value in change.items()
+             if name in args}
+    return getattr(torch.ops.gridpair, f"grid_pair_{op}"), args
+
+
+def _last(op):
+    return OP_OPERANDS[op][-1]
+
+
+OP_CASES = [
+    # (arguments to replace, error type, message after "gridpair::grid_pair_<op>: ")
+    ({"to_grid": torch.randn(G, D * K - 1), "from_grid": torch.randn(G, D * K - 1)},
+     ValueError, r"to_grid: expected width D\*K = 12 \(D = 4 from {first}, K = 3\), "
+                 r"got shape \(7, 11\)"),
+    ({"from_grid": torch.randn(G - 2, D * K)}, ValueError,
+     r"from_grid: expected the shape of to_grid \(7, 12\), got \(5, 12\)"),
+    ({"to_grid": torch.randn(G, D, K), "from_grid": torch.randn(G, D, K)}, ValueError,
+     r"to_grid: expected a 2-d tensor \(G, D\*K\), got shape \(7, 4, 3\)"),
+    ({name: torch.randn(N, D, K * C) for name in ("left", "right", "grad_out",
+                                                   "grad_grad_left", "grad_grad_right")},
+     ValueError, r"{first}: expected a 4-d tensor \(N, D, F, K\*C\), got shape \(2, 4, 15\)"),
+    ({"right": torch.randn(N, D + 1, F, K * C)}, ValueError,
+     r"right: expected the shape of {first} \(2, 4, 2, 15\), got \(2, 5, 2, 15\)"),
+    ({"n_frames": 4}, ValueError,
+     r"n_frames: expected a divisor of the last axis of {first} \(15 = K\*C\), got 4"),
+    ({"n_frames": 0}, ValueError, r"n_frames: expected n_frames >= 1, got 0"),
+    ({"right": torch.randn(N, D, F, K * C, dtype=torch.float64)}, TypeError,
+     r"right: expected dtype torch\.float32 \(the dtype of {first}\), got torch\.float64"),
+    ({"from_grid": torch.randn(G, D * K, device="meta")}, ValueError,
+     r"from_grid: expected device cpu \(the device of {first}\), got meta"),
+]
+
+
+@pytest.mark.parametrize("op", ["fwd", "bwd", "bwd2"])
+@pytest.mark.parametrize(("change", "error", "pattern"), OP_CASES,
+                         ids=[re.sub(r"\W+", "_", c[2])[:40] for c in OP_CASES])
+def test_custom_ops_check_what_grid_pair_checks(op, change, error, pattern):
+    function, args = _op_call(op, change)
+    message = rf"gridpair::grid_pair_{op}: " + pattern.format(first=OP_OPERANDS[op][0])
+    with pytest.raises(error, match=message):
+        function(*args.values())
+
+
+@pytest.mark.parametrize("op", ["fwd", "bwd", "bwd2"])
+def test_custom_ops_name_the_operand_with_another_dtype(op):
+    function, args = _op_call(op, {})
+    args[_last(op)] = args[_last(op)].double()
+    with pytest.raises(TypeError, match=rf"gridpair::grid_pair_{op}: {_last(op)}: expected "
+                                        rf"dtype torch\.float32 \(the dtype of "
+                                        rf"{OP_OPERANDS[op][0]}\), got torch\.float64"):
+        function(*args.values())

@@ -139,8 +139,51 @@ def test_empty_batch():
     assert out.shape == (0, 9, 2, 12)
 
 
-def test_autocast_rule_is_registered_for_every_op():
-    key = torch._C.DispatchKey.AutocastCUDA
-    for op in ("grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"):
-        overload = getattr(torch.ops.gridpair, op).default
-        assert overload.has_kernel_for_dispatch_key(key), op
+OP_RESULTS = {"grid_pair_fwd": 1, "grid_pair_bwd": 2, "grid_pair_bwd2": 3}
+
+
+def _reference_op(op, args):
+    """The op's result computed by the reference composition (independent of the op)."""
+    from gridpair import reference
+
+    result = getattr(reference, op.removeprefix("grid_pair_"))(*args)
+    return result if isinstance(result, tuple) else (result,)
+
+
+@pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
+def test_autocast_runs_each_op_in_the_autocast_dtype(op):
+    ops = draw(2, 9, 2, 3, 2, 11, seed=9).to(torch.float32)
+    args = _op_args(op, ops)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = getattr(torch.ops.gridpair, op)(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    # What the op must have computed: the reference on the operands cast to bfloat16.
+    cast = [a.to(torch.bfloat16) if isinstance(a, torch.Tensor) else a for a in args]
+    want = _reference_op(op, cast)
+    assert len(got) == OP_RESULTS[op]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == torch.bfloat16
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
+def test_autocast_leaves_float64_alone_as_torch_does(op):
+    ops = draw(2, 9, 2, 3, 2, 11, seed=10)
+    args = _op_args(op, ops)
+    # torch's own rule, seen on an aten op: autocast never casts float64.
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.mm(ops.to_grid, ops.to_grid.T).dtype == torch.float64
+        got = getattr(torch.ops.gridpair, op)(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    for g, w in zip(got, _reference_op(op, args), strict=True):
+        assert g.dtype == torch.float64
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_grid_pair_under_autocast_matches_the_float64_reference_in_float64():
+    ops = draw(3, 9, 2, 3, 4, 23, seed=12)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = grid_pair(ops.left, ops.right, ops.to_grid, ops.from_grid, ops.n_frames)
+    want = reference_grid_pair(ops.left, ops.right, ops.to_grid, ops.from_grid, ops.n_frames)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
