@@ -1,8 +1,8 @@
 """CUDA device facts, learned without initializing CUDA in the pytest process.
 
 A one-off probe subprocess asks the driver through ctypes (no torch import); a machine
-without /dev/nvidiactl pays nothing. Also: is CUDA already loaded here, and which GPU a
-pytest-xdist worker's cold children get.
+without /dev/nvidiactl pays nothing. Also: has this process initialized the CUDA driver (can
+it still fork safely), and which GPU a pytest-xdist worker's cold children get.
 """
 
 from __future__ import annotations
@@ -107,17 +107,50 @@ def facts() -> DeviceFacts:
     return _facts
 
 
-def cuda_driver_loaded() -> bool:
-    """Whether libcuda is mapped into this process: a fork of it could not use CUDA.
+def cuda_driver_path() -> str | None:
+    """The file of the libcuda mapped into this process, None when none is.
 
-    torch.cuda.is_available() loads it (and torch poisons fork); torch.cuda.device_count()
-    goes through NVML and does not. Reading /proc/self/maps touches nothing.
+    Importing torch maps it without initializing it; reading /proc/self/maps touches nothing.
     """
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            return any("libcuda.so" in line for line in maps)
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and os.path.basename(fields[5]).startswith("libcuda.so"):
+                    return fields[5].strip()
     except OSError:
+        return None
+    return None
+
+
+def cuda_driver_loaded() -> bool:
+    """Whether libcuda is mapped into this process (which alone does not stop a fork)."""
+    return cuda_driver_path() is not None
+
+
+# CUresult of any driver call but cuInit and cuDriverGetVersion before cuInit (cuda.h).
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def cuda_driver_initialized() -> bool:
+    """Whether cuInit has run in this process: a fork of it could not use CUDA then.
+
+    Not mapped: certainly not. Mapped: ask the mapped library itself (dlopen of the same file
+    returns the handle already loaded) with cuDeviceGetCount, which answers
+    CUDA_ERROR_NOT_INITIALIZED before cuInit and initializes nothing. Any other answer, a
+    failed cuInit's error included, counts as initialized: forking is then not known to be safe.
+    """
+    path = cuda_driver_path()
+    if path is None:
         return False
+    try:
+        import ctypes
+
+        count = ctypes.c_int()
+        rc = ctypes.CDLL(path).cuDeviceGetCount(ctypes.byref(count))
+    except (OSError, AttributeError):
+        return True  # a libcuda we cannot ask: assume the worst
+    return rc != CUDA_ERROR_NOT_INITIALIZED
 
 
 def torch_cuda_initialized() -> bool:

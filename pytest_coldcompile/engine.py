@@ -1,4 +1,4 @@
-"""The parent side of cold runs: fork or spawn, one private directory and child per cold test.
+"""The parent side of cold runs: fork, zygote or spawn, one private directory and child per test.
 
 One engine per pytest process that runs tests (each xdist worker has its own). It never
 initializes CUDA: device facts come from device.py, the children do the rest.
@@ -15,32 +15,63 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import child_reports, device, options, report, selectors, spawn
+from pytest_coldcompile import (
+    child_reports,
+    device,
+    options,
+    report,
+    selectors,
+    spawn,
+    zygote,
+)
 from pytest_coldcompile.forkserver import ChildExit, ForkServer, ServerError
 
 
-def choose_mode(s: options.Settings) -> tuple[str, str]:
-    """(mode, why) for this process, from the setting and what the process has done so far."""
+def choose_mode(s: options.Settings, zygote_ready: bool = False) -> tuple[str, str]:
+    """(mode, why) for this process, from the setting and what the process has done so far.
+
+    zygote_ready: a zygote (forked before collection, CUDA-clean) is running for this process.
+    """
     can_fork = hasattr(os, "fork")
     if s.mode == "spawn":
         return "spawn", f"spawn: chosen by {s.mode_source}"
+    if s.mode in ("fork", "zygote") and not can_fork:
+        raise pytest.UsageError(f"{s.mode_source}: fork is unavailable on this platform")
     if s.mode == "fork":
-        if not can_fork:
-            raise pytest.UsageError(f"{s.mode_source}: fork is unavailable on this platform")
         why = f"fork: chosen by {s.mode_source}"
-        if device.cuda_driver_loaded():
-            why += "; warning: the CUDA driver is loaded here, forked children may not use CUDA"
+        if _cuda_initialized():
+            why += (
+                "; warning: the pytest process has initialized the CUDA driver, "
+                "forked children cannot use CUDA"
+            )
         return "fork", why
+    if s.mode == "zygote":
+        if zygote_ready:
+            return "zygote", f"zygote: chosen by {s.mode_source}"
+        return "spawn", (
+            f"zygote: chosen by {s.mode_source}, but no zygote was started (the plugin was "
+            "registered after the initial conftests were loaded); spawning"
+        )
     if not can_fork:
         return "spawn", "auto: os.fork is unavailable"
-    if device.torch_cuda_initialized():
-        return "spawn", "auto: torch.cuda is initialized in the pytest process"
-    if device.cuda_driver_loaded():
-        return "spawn", (
-            "auto: the pytest process has loaded the CUDA driver (libcuda.so is mapped), "
-            "so a forked child could not use CUDA"
+    if not _cuda_initialized():
+        return "fork", (
+            "auto: the pytest process has not initialized the CUDA driver, forking is safe"
         )
-    return "fork", "auto: the CUDA driver is not loaded in the pytest process, forking is safe"
+    if zygote_ready:
+        return "zygote", (
+            "auto: the pytest process initialized the CUDA driver during collection; "
+            "forking from the zygote started before collection"
+        )
+    return "spawn", (
+        "auto: the pytest process initialized the CUDA driver and no zygote is running, "
+        "so a forked child could not use CUDA"
+    )
+
+
+def _cuda_initialized() -> bool:
+    # torch's flag first: it is set before the driver call returns.
+    return device.torch_cuda_initialized() or device.cuda_driver_initialized()
 
 
 def _needs_device_facts(items: list[pytest.Item]) -> bool:
@@ -52,6 +83,9 @@ def _needs_device_facts(items: list[pytest.Item]) -> bool:
     )
 
 
+# The xdist worker facts that a re-collecting (zygote or spawned) child is given.
+WORKERINPUT = ("workerid", "workercount", "testrunuid", "mainargv")
+
 TMP_FIXTURES = frozenset({"tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory"})
 
 
@@ -60,7 +94,8 @@ class ColdEngine:
         self.config = session.config
         self.items = session.items
         self.index = {id(item): i for i, item in enumerate(self.items)}
-        self.mode, self.reason = choose_mode(options.settings(self.config))
+        self.zygote = zygote.of(self.config)
+        self.mode, self.reason = choose_mode(options.settings(self.config), self.zygote is not None)
         self.base = tempfile.mkdtemp(prefix="pytest-coldcompile-")
         self.gpu: tuple[str, int] | None = None
         self.server: ForkServer | None = None
@@ -78,6 +113,14 @@ class ColdEngine:
         ):
             # One basetemp for the session, made now: each child would make its own otherwise.
             factory.getbasetemp()
+        if self.mode == "zygote":
+            assert self.zygote is not None
+            self.zygote.preload()
+            self.server = self.zygote.server  # run, kill and close treat both servers alike
+        elif self.zygote is not None:
+            # Not needed; stopped before the fork server forks, which must not hold its pipe.
+            self.zygote.stop()
+            self.zygote = None
         if self.mode == "fork":
             sys.stdout.flush()
             sys.stderr.flush()
@@ -111,7 +154,15 @@ class ColdEngine:
             limit, source = options.smem_limit_for(item)
         except ValueError:
             limit, source = None, ""  # the child's setup reports the bad marker
+        workerinput = getattr(self.config, "workerinput", None)
         return {
+            # A re-collecting child has no xdist channel; it sets config.workerinput from this,
+            # so worker_id and testrun_uid say what they say in a forked child.
+            "workerinput": (
+                {k: workerinput[k] for k in WORKERINPUT if k in workerinput}
+                if isinstance(workerinput, dict)
+                else None
+            ),
             "dir": test_dir,
             "nodeid": item.nodeid,
             "mode": self.mode,
@@ -137,16 +188,21 @@ class ColdEngine:
     def _launch(
         self, item: pytest.Item, orders: dict[str, Any], timeout: float | None
     ) -> ChildExit:
-        if self.mode == "fork" and not self._server_alive():
-            self.mode, self.reason = "spawn", "the fork server exited; spawning from now on"
+        if self.mode in ("fork", "zygote") and not self._server_alive():
+            self.mode, self.reason = "spawn", f"the {self.mode} server exited; spawning from now on"
             orders.update(mode=self.mode, mode_reason=self.reason)
-        if self.mode == "fork":
+        if self.mode in ("fork", "zygote"):
             assert self.server is not None
+            if self.mode == "fork":
+                request = {"index": self.index[id(item)], "orders": orders}
+            else:
+                request = spawn.zygote_request(self.config, item.nodeid, orders)
             try:
-                return self.server.run({"index": self.index[id(item)], "orders": orders}, timeout)
+                return self.server.run(request, timeout)
             except ServerError:
                 self.server = None
-                self.mode, self.reason = "spawn", "the fork server failed; spawning from now on"
+                failed = f"the {self.mode} server failed; spawning from now on"
+                self.mode, self.reason = "spawn", failed
                 raise
         return spawn.run(self.config, item.nodeid, orders, timeout)
 

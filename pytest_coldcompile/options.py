@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-MODES = ("auto", "fork", "spawn")
+MODES = ("auto", "fork", "zygote", "spawn")
+# What the zygote imports when cold_compile_preload names nothing, each where installed.
+DEFAULT_PRELOAD = ("torch", "triton")
 
 COLD_HELP = (
     "Run every collected test cold: in a child process that has compiled nothing before, "
@@ -23,9 +25,15 @@ COLD_HELP = (
     "selector reset. The cold_compile marker does this for one test."
 )
 MODE_HELP = (
-    "How a cold child starts: 'auto' forks from a clean fork server taken before the first "
-    "test when that is safe, and spawns a fresh interpreter when the pytest process has "
-    "initialized CUDA or cannot fork; 'fork'; 'spawn'. Default: auto."
+    "How a cold child starts: 'fork' forks from a fork server taken after collection, before "
+    "the first test; 'zygote' forks from a server taken before any conftest was imported, "
+    "which re-collects the one test; 'spawn' starts a fresh interpreter. 'auto' (default) "
+    "forks when the pytest process has not initialized the CUDA driver, uses the zygote when "
+    "it has, and spawns only when neither fork is possible."
+)
+PRELOAD_HELP = (
+    "Modules the zygote (see --cold-compile-mode) imports once, before forking cold children; "
+    "it never initializes CUDA. Default: torch and triton, where installed."
 )
 TIMEOUT_HELP = (
     "Kill a cold child, with its process group, when it runs longer than SECONDS; the test "
@@ -85,6 +93,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("cold_compile", COLD_HELP, type="bool", default=False)
     parser.addini("cold_compile_mode", MODE_HELP, default="auto")
     parser.addini("cold_compile_timeout", TIMEOUT_HELP, default="0")
+    parser.addini("cold_compile_preload", PRELOAD_HELP, type="linelist", default=[])
     parser.addini("smem_limit", SMEM_HELP, default="")
 
 
@@ -170,6 +179,37 @@ def load(config: pytest.Config) -> Settings:
         report_path=report,
         child_orders=opt.cold_compile_child,
     )
+
+
+def early_mode(config: pytest.Config) -> tuple[str, str, bool]:
+    """(mode, source, cold_all) before pytest_configure, from the known args and the ini file.
+
+    For pytest_load_initial_conftests, which decides whether to start the zygote.
+    """
+    ns = config.known_args_namespace
+    given = getattr(ns, "cold_compile_mode", None)
+    if given is not None:
+        mode, source = parse_mode(given, "--cold-compile-mode"), "--cold-compile-mode"
+    else:
+        raw = str(config.getini("cold_compile_mode")).strip() or "auto"
+        source = "default" if raw == "auto" else "ini cold_compile_mode"
+        mode = parse_mode(raw, "ini cold_compile_mode")
+    cold_all = bool(getattr(ns, "cold_compile", None)) or bool(config.getini("cold_compile"))
+    return mode, source, cold_all
+
+
+def preload_modules(config: pytest.Config) -> list[str]:
+    """The modules the zygote imports: cold_compile_preload, else torch and triton if installed."""
+    import importlib.util
+
+    listed = [str(name).strip() for name in config.getini("cold_compile_preload")]
+    listed = [name for name in listed if name]
+    for name in listed:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise pytest.UsageError(f"ini cold_compile_preload: {name!r} is not a module name")
+    if listed:
+        return listed
+    return [name for name in DEFAULT_PRELOAD if importlib.util.find_spec(name) is not None]
 
 
 def settings(config: pytest.Config) -> Settings:

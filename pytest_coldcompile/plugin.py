@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
-from pytest_coldcompile import child, device_markers, options, report, smem_cap
+from pytest_coldcompile import child, device_markers, options, report, smem_cap, zygote
 from pytest_coldcompile.engine import ColdEngine
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
 
@@ -17,20 +18,38 @@ ENGINE_KEY = pytest.StashKey[ColdEngine]()
 CAP_KEY = pytest.StashKey[smem_cap.SmemCap]()
 DEVICE_SKIP_KEY = pytest.StashKey[bool]()
 
+# torch.cuda.is_available() at collection (a skipif, a conftest) then asks NVML instead of
+# initializing the CUDA driver, so the pytest process stays safe to fork. Set at plugin import,
+# before any conftest imports torch; a value the user set wins.
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # Before any conftest or test module is imported: what the zygote inherits is clean.
+    started = zygote.start_early(early_config)
+    if started is not None:
+        early_config.stash[zygote.ZYGOTE_KEY] = started
+        early_config.add_cleanup(started.stop)  # inline (pytester) runs end here too
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     for line in options.MARKERS.values():
         config.addinivalue_line("markers", line)
     s = options.load(config)
     config.stash[options.SETTINGS_KEY] = s
     if s.child_orders:
-        config.pluginmanager.register(
-            child.SpawnedChild(config, s.child_orders), "coldcompile-child"
-        )
+        spawned = child.SpawnedChild(config, s.child_orders)
+        config.pluginmanager.register(spawned, "coldcompile-child")
+        workerinput = spawned.orders.get("workerinput")
+        if workerinput and not hasattr(config, "workerinput"):
+            # Tried first so that other plugins' pytest_configure see the xdist worker too.
+            config.workerinput = workerinput  # type: ignore[attr-defined]
     else:
         config.pluginmanager.register(
             report.ColdReporter(config, s.report_path), "coldcompile-report"
@@ -48,7 +67,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
     if s.smem_limit:
         parts.append(f"smem limit {s.smem_limit} bytes ({s.smem_source})")
-    return ["cold-compile: " + ", ".join(parts)]
+    lines = ["cold-compile: " + ", ".join(parts)]
+    started = zygote.of(config)
+    if started is not None:
+        lines.append(
+            "cold-compile: zygote forked before collection; when used it preloads "
+            + (", ".join(started.modules) or "nothing")
+        )
+    return lines
 
 
 @pytest.hookimpl(wrapper=True)

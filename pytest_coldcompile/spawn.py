@@ -1,8 +1,9 @@
 """Spawned cold children: a fresh interpreter running pytest on one node id.
 
-Used when the pytest process cannot fork safely (it initialized CUDA) or when asked to. The
-child gets the parent's command line minus what must not reach it (xdist, reports, reruns
-and selection options), and writes its reports to a file like a forked child.
+Used when neither fork is possible or when asked to; a zygote child runs the same command
+line through pytest.main (zygote_request). The child gets the parent's command line minus what
+must not reach it (xdist, reports, reruns and selection options), and writes its reports to a
+file like a forked child.
 """
 
 from __future__ import annotations
@@ -154,15 +155,30 @@ def command(config: pytest.Config, nodeid: str, orders_path: str, test_dir: str)
     return cmd
 
 
-def run(
-    config: pytest.Config, nodeid: str, orders: dict[str, Any], timeout: float | None
-) -> ChildExit:
+def prepare(
+    config: pytest.Config, nodeid: str, orders: dict[str, Any]
+) -> tuple[list[str], dict[str, str]]:
+    """Write the orders file; the command line and environment of a child running nodeid."""
     test_dir = orders["dir"]
     orders_path = os.path.join(test_dir, records.ORDERS)
     Path(orders_path).write_text(json.dumps({**orders, "nodeid": nodeid}))
     env = pristine.child_environ(test_dir, orders, dict(os.environ))
     env["PYTEST_ADDOPTS"] = ""
-    cmd = command(config, nodeid, orders_path, test_dir)
+    return command(config, nodeid, orders_path, test_dir), env
+
+
+def zygote_request(config: pytest.Config, nodeid: str, orders: dict[str, Any]) -> dict[str, Any]:
+    """What a zygote child needs to run pytest.main exactly as a spawned child runs pytest."""
+    cmd, env = prepare(config, nodeid, orders)
+    assert cmd[1:3] == ["-m", "pytest"]
+    return {"orders": orders, "args": cmd[3:], "env": env, "cwd": str(config.invocation_params.dir)}
+
+
+def run(
+    config: pytest.Config, nodeid: str, orders: dict[str, Any], timeout: float | None
+) -> ChildExit:
+    test_dir = orders["dir"]
+    cmd, env = prepare(config, nodeid, orders)
     began = time.monotonic()
     with (
         open(os.path.join(test_dir, records.RAW_OUT), "ab") as out,
@@ -195,4 +211,3 @@ def run(
     else:
         result.returncode = code
     return result
-

@@ -1,0 +1,185 @@
+"""The zygote: a fork server forked from pytest before any conftest or test module is imported.
+
+Asked to, it imports torch, triton and the cold_compile_preload modules once (never CUDA) and
+forks one child per cold test, which re-collects its test by node id as a spawned child does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from typing import Any, NoReturn
+
+import pytest
+
+from pytest_coldcompile import device, options
+from pytest_coldcompile.forkserver import ForkServer
+from pytest_coldcompile.records import RAW_ERR, RAW_OUT
+
+ZYGOTE_KEY = pytest.StashKey["Zygote"]()
+
+# Bytes on the preload pipe: import the preload modules, or serve without them.
+_PRELOAD, _BARE = b"p", b"n"
+
+
+class Zygote:
+    """Parent-side handle; the server is a ForkServer whose children run pytest.main."""
+
+    def __init__(self, modules: list[str]) -> None:
+        self.modules = list(modules)
+        self.server: ForkServer | None = None
+        self._go_read: int | None = None
+        self._go_write: int | None = None  # the parent's end: one byte says whether to preload
+
+    def start(self) -> None:
+        self._go_read, self._go_write = os.pipe()
+        self.server = ForkServer(_child_main, preload=self._preload)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.server.start()
+        os.close(self._go_read)  # the server's end
+        self._go_read = None
+
+    def preload(self) -> None:
+        """Ask the server to import its modules before it serves; idempotent."""
+        self._answer(_PRELOAD)
+
+    def stop(self) -> None:
+        """End the server (and its idle wait for a preload decision); idempotent."""
+        self._answer(_BARE)
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def alive(self) -> bool:
+        return self.server is not None and self.server.pid is not None
+
+    def _answer(self, answer: bytes) -> None:
+        if self._go_write is None:
+            return
+        try:
+            os.write(self._go_write, answer)
+        except OSError:
+            pass  # the server is gone; run() will say so
+        os.close(self._go_write)
+        self._go_write = None
+
+    # -- server side ---------------------------------------------------------------------
+    def _preload(self) -> None:
+        # Runs in the server before it reads any request: the parent decides once collection
+        # tells it whether the zygote is needed at all.
+        assert self._go_read is not None
+        assert self._go_write is not None
+        os.close(self._go_write)
+        answer = os.read(self._go_read, 1)
+        os.close(self._go_read)
+        if answer != _PRELOAD:
+            return
+        _assign_gpu()
+        failed = []
+        for name in self.modules:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                failed.append(f"import {name}:\n{traceback.format_exc()}")
+        if failed:
+            raise ImportError("cold_compile_preload: " + "\n".join(failed))
+
+
+def _assign_gpu() -> None:
+    """Under xdist, worker gwK's zygote (and so all its children) sees GPU K mod n only."""
+    if device.xdist_worker_index() is None:
+        return
+    gpu = device.gpu_for_worker(len(device.facts().gpus))  # a probe subprocess, not CUDA here
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu[0]
+
+
+def _child_main(request: dict[str, Any]) -> NoReturn:
+    """In the forked child: become a spawned cold child, without the exec."""
+    code = 1
+    try:
+        test_dir = request["orders"]["dir"]
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        _redirect(test_dir)
+        if request.get("preload_error"):
+            sys.stderr.write(f"pytest-coldcompile zygote: {request['preload_error']}\n")
+        _forget_the_early_config()
+        code = int(pytest.main(request["args"]))
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(code)
+
+
+def _redirect(test_dir: str) -> None:
+    """stdin from /dev/null, stdout and stderr to the raw files a spawned child writes."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    for fd, name in ((1, RAW_OUT), (2, RAW_ERR)):
+        raw = os.open(os.path.join(test_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(raw, fd)
+        os.close(raw)
+    # sys.stdout may still be the parent's early capture file; a fresh pytest captures these.
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+
+def _forget_the_early_config() -> None:
+    """The parent's early config installed an assertion-rewriting hook; pytest.main installs
+    its own. Modules imported before the fork (plugins, preloads) were handled there, so
+    pytest's "already imported, cannot be rewritten" warnings would be noise (and errors
+    under -W error) that a spawned child never sees."""
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, AssertionRewritingHook)]
+    AssertionRewritingHook._warn_already_imported = lambda self, name: None  # type: ignore[method-assign]
+
+
+def start_early(config: pytest.Config) -> Zygote | None:
+    """The zygote for this pytest process, forked now, or None where it cannot be needed.
+
+    Called from pytest_load_initial_conftests, before any conftest or test module is imported.
+    It waits for the parent's decision before importing anything; `--cold-compile-mode=zygote`
+    decides at once.
+    """
+    ns = config.known_args_namespace
+    if not hasattr(os, "fork") or getattr(ns, "cold_compile_child", None):
+        return None
+    if getattr(ns, "help", False) or getattr(ns, "version", False):
+        return None
+    if getattr(ns, "collectonly", False):
+        return None
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and (
+        getattr(ns, "numprocesses", None) or getattr(ns, "tx", None)
+    ):
+        return None  # an xdist controller runs no test; each worker starts its own
+    try:
+        mode, _, _ = options.early_mode(config)
+        modules = options.preload_modules(config)
+    except pytest.UsageError:
+        return None  # pytest_configure reports it
+    if mode in ("fork", "spawn") or device.cuda_driver_initialized():
+        return None
+    zygote = Zygote(modules)
+    zygote.start()
+    if mode == "zygote":
+        zygote.preload()  # it imports while pytest collects
+    return zygote
+
+
+def of(config: pytest.Config) -> Zygote | None:
+    """This process's zygote, when one is running."""
+    zygote = config.stash.get(ZYGOTE_KEY, None)
+    return zygote if zygote is not None and zygote.alive() else None
