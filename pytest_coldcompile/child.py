@@ -57,7 +57,7 @@ class ChildContext:
     def summary(self) -> dict[str, Any]:
         return {
             "type": "summary",
-            "compile_s": round(self.stats.compile_s, 3),
+            **self.stats.timings(),
             "frames": self.stats.frames(),
             "forward_graphs": self.stats.forward_graphs,
             "backward_graphs": self.stats.backward_graphs,
@@ -72,10 +72,14 @@ ACTIVE: ChildContext | None = None
 """Set in a cold child only."""
 
 
-def _adopt_selectors(tally: selectors.EventTally) -> None:
+def _adopt_selectors(tally: selectors.EventTally, stats: CompileStats) -> None:
+    def sink(event: Any) -> None:
+        tally(event)
+        stats.on_event(event)
+
     def adopt(selector: Any) -> None:
         selectors.reset(selector)
-        selectors.subscribe([selector], tally)
+        selectors.subscribe([selector], sink)
 
     selectors.load_entry_points(only_imported=True)
     for selector in selectors.loaded():
@@ -188,7 +192,7 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     ctx.stats.install()
     if orders.get("smem_limit"):
         ctx.cap = SmemCap(int(orders["smem_limit"])).install()
-    _adopt_selectors(ctx.tally)
+    _adopt_selectors(ctx.tally, ctx.stats)
     ACTIVE = ctx
     return ctx
 

@@ -16,8 +16,11 @@ import pytest
 from pytest_coldcompile import device
 
 PREFIX = "cold_compile."
+TIMINGS = ("selection_s", "tracing_s", "inductor_s", "compile_s")
+"""The compile-time breakdown: selection (launch validation), tracing (Dynamo, AOTAutograd),
+Inductor, and their compile-window total; ``total_s`` is the child's wall time."""
 FIGURES = (
-    "compile_s",
+    *TIMINGS,
     "frames",
     "forward_graphs",
     "backward_graphs",
@@ -27,7 +30,11 @@ FIGURES = (
     "max_admitted_shared",
 )
 COLUMNS = (  # (heading, key)
+    ("total s", "total_s"),
     ("compile s", "compile_s"),
+    ("select s", "selection_s"),
+    ("trace s", "tracing_s"),
+    ("inductor s", "inductor_s"),
     ("frames", "frames"),
     ("fwd", "forward_graphs"),
     ("bwd", "backward_graphs"),
@@ -38,9 +45,14 @@ COLUMNS = (  # (heading, key)
 )
 
 
-def properties(mode: str, reason: str, summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
-    """The user properties a cold test's teardown report carries."""
+def properties(
+    mode: str, reason: str, summary: dict[str, Any] | None, total_s: float | None = None
+) -> list[tuple[str, Any]]:
+    """The user properties a cold test's teardown report carries; total_s: the child's wall
+    time, start included (None when it never ran)."""
     props: list[tuple[str, Any]] = [(PREFIX + "mode", mode), (PREFIX + "mode_reason", reason)]
+    if total_s is not None:
+        props.append((PREFIX + "total_s", round(float(total_s), 3)))
     if summary:
         props += [(PREFIX + key, summary.get(key)) for key in FIGURES]
         if summary.get("selectors"):

@@ -1,5 +1,6 @@
-"""What a cold child measures of its compiles: compile seconds, Dynamo frames, and the forward
-and backward graphs Inductor compiled. Hooks go in when torch's modules are imported.
+"""What a cold child measures of its compiles: compile seconds split into launch selection,
+tracing and Inductor, Dynamo frames, and the forward and backward graphs Inductor compiled.
+Hooks go in when torch's modules are imported.
 """
 
 from __future__ import annotations
@@ -14,14 +15,50 @@ from pytest_coldcompile import import_hooks
 
 
 class CompileStats:
-    """Compile seconds, Dynamo frames, and the forward/backward graphs Inductor compiled."""
+    """Compile seconds, Dynamo frames, and the forward/backward graphs Inductor compiled.
+
+    ``compile_s``: inside Dynamo's compile windows (start/end callbacks). ``inductor_s``:
+    inside Inductor's ``_compile_fx_inner``. ``selection_s``: the seconds launch selectors say
+    their admit/fallback decisions took (the event's ``seconds``), wherever they happened.
+    ``tracing_s`` (Dynamo and AOTAutograd) is what remains of compile_s.
+    """
 
     def __init__(self) -> None:
         self.compile_s = 0.0
+        self.inductor_s = 0.0
+        self.selection_s = 0.0
         self.forward_graphs = 0
         self.backward_graphs = 0
         self._frames_before = 0
         self._started: float | None = None
+        self._inductor_depth = 0
+        # Selection seconds inside a compile window but outside Inductor: the part of
+        # compile_s that was neither tracing nor Inductor.
+        self._selection_in_tracing_s = 0.0
+
+    @property
+    def tracing_s(self) -> float:
+        return max(0.0, self.compile_s - self.inductor_s - self._selection_in_tracing_s)
+
+    def on_event(self, event: Any) -> None:
+        """Listener for launch events: admit/fallback seconds are selection time."""
+        if getattr(event, "kind", None) not in ("admit", "fallback"):
+            return
+        seconds = getattr(event, "seconds", None)
+        if not isinstance(seconds, (int, float)) or seconds < 0:
+            return
+        self.selection_s += seconds
+        if self._started is not None and self._inductor_depth == 0:
+            self._selection_in_tracing_s += seconds
+
+    def timings(self) -> dict[str, float]:
+        """The compile-time breakdown of the cold report, in seconds."""
+        return {
+            "compile_s": round(self.compile_s, 3),
+            "selection_s": round(self.selection_s, 3),
+            "tracing_s": round(self.tracing_s, 3),
+            "inductor_s": round(self.inductor_s, 3),
+        }
 
     def install(self) -> None:
         import_hooks.when_imported("torch._dynamo.utils", self._baseline)
@@ -59,7 +96,15 @@ class CompileStats:
                 self.backward_graphs += 1
             else:
                 self.forward_graphs += 1
-            return inner(gm, example_inputs, **kwargs)
+            # Timed at the outermost call only: nested graphs are inside its time already.
+            self._inductor_depth += 1
+            began = time.perf_counter()
+            try:
+                return inner(gm, example_inputs, **kwargs)
+            finally:
+                self._inductor_depth -= 1
+                if self._inductor_depth == 0:
+                    self.inductor_s += time.perf_counter() - began
 
         mod._compile_fx_inner = counted  # type: ignore[attr-defined]
 

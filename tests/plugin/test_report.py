@@ -43,8 +43,9 @@ def test_summary_json_and_junit_cover_the_cold_tests_only(cold: pytest.Pytester)
     result.stdout.fnmatch_lines(
         [
             "*= cold compile summary: 4 cold tests =*",
-            "4 run as fork (auto: the CUDA driver is not loaded in the pytest process, *)",
-            "test * outcome  compile s  frames  fwd  bwd  probed  admitted  fallback  max smem",
+            "4 run as fork (auto: *)",  # the reason's wording is the engine's
+            "test * outcome  total s  compile s  select s  trace s  inductor s  frames  fwd  bwd  "
+            "probed  admitted  fallback  max smem",
             "test_mixed.py::test_fails    failed  * 0.00 * 0 * 0 * 0 * 0 * 0 * 0 * -",
             "test_mixed.py::test_passes   passed   *",
             "test_mixed.py::test_skipped  skipped  *",
@@ -70,6 +71,9 @@ def test_summary_json_and_junit_cover_the_cold_tests_only(cold: pytest.Pytester)
     assert entry["admitted"] == 0
     assert set(entry) >= {
         "compile_s",
+        "selection_s",
+        "tracing_s",
+        "inductor_s",
         "forward_graphs",
         "backward_graphs",
         "probed",
