@@ -1,7 +1,7 @@
-"""Helpers for the plugin's pytester tests: subprocess runs without gridpair's selector.
+"""Helpers for the plugin's pytester tests: subprocess runs, fake selector distributions.
 
-The project's own gridpair entry point is hidden in these runs (its import costs seconds and is
-not what they test); entry-point loading itself is tested with a fake distribution.
+Entry-point selectors load only when their module is imported, so gridpair's (installed with
+this distribution) stays out of these runs unless a test imports gridpair.
 """
 
 from __future__ import annotations
@@ -11,14 +11,9 @@ import textwrap
 
 import pytest
 
-HIDE_GRIDPAIR = """
-import pytest_coldcompile.selectors as _selectors
-_selectors._entry_points = [ep for ep in _selectors.entry_points() if ep.name != "gridpair"]
-"""
-
 
 def conftest(extra: str = "") -> str:
-    return HIDE_GRIDPAIR + textwrap.dedent(extra)
+    return textwrap.dedent(extra)
 
 
 def run(pytester: pytest.Pytester, *args: str, timeout: float = 240) -> pytest.RunResult:

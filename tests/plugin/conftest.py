@@ -8,6 +8,6 @@ from coldhelp import conftest
 
 @pytest.fixture
 def cold(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A pytester whose conftest hides the gridpair selector (see coldhelp)."""
+    """A pytester with an (empty) conftest, for the plugin's subprocess runs."""
     pytester.makeconftest(conftest())
     return pytester

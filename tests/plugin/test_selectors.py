@@ -150,6 +150,76 @@ def test_a_selector_imported_during_a_cold_test_is_reset_and_counted(
     result.stdout.fnmatch_lines(["*::test_lazy *passed* 0 * 1 * 0 * 4096"])
 
 
+@pytest.mark.parametrize("how", ["in-process", "cold"])
+def test_a_selector_imported_during_a_test_is_seen_by_launch_events(
+    with_fake_selector: pytest.Pytester, how: str
+) -> None:
+    fake_distribution(with_fake_selector, "fakesel", {"fake": "fakesel:SELECTOR"})
+    with_fake_selector.makepyfile(
+        """
+        import sys
+
+        def test_lazy(launch_events):
+            assert "fakesel" not in sys.modules  # launch_events imported nothing
+            import fakesel
+            fakesel.SELECTOR.emit("admit", "fwd", 4096)
+            assert launch_events.ops("admitted") == {"fwd"}
+        """
+    )
+    args = ["--cold-compile"] if how == "cold" else []
+    run(with_fake_selector, *args).assert_outcomes(passed=1)
+
+
+NO_GRIDPAIR_CONFTEST = """
+import os
+import sys
+
+
+def pytest_sessionfinish(session):  # the pytest process, and a spawned child's own session
+    with open(f"modules-{os.getpid()}.txt", "w") as f:
+        f.write(f"{'gridpair' in sys.modules} {'torch' in sys.modules}")
+"""
+
+NO_GRIDPAIR_TESTS = """
+import sys
+
+import pytest
+import pytest_coldcompile.selectors as selectors
+
+
+def test_listed():
+    if "gridpair" not in [ep.name for ep in selectors.entry_points()]:
+        pytest.skip("gridpair's selector entry point is not installed here")
+
+
+def test_in_process(launch_events, cold_state):
+    assert not cold_state.cold
+    assert "gridpair" not in sys.modules and "torch" not in sys.modules
+
+
+@pytest.mark.cold_compile
+def test_cold(launch_events, cold_state):
+    assert cold_state.cold
+    assert "gridpair" not in sys.modules and "torch" not in sys.modules
+"""
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_a_project_that_never_imports_gridpair_never_imports_it(
+    pytester: pytest.Pytester, mode: str
+) -> None:
+    """gridpair's entry point is installed with this distribution: it must stay unimported."""
+    pytester.makeconftest(NO_GRIDPAIR_CONFTEST)
+    pytester.makepyfile(test_downstream=NO_GRIDPAIR_TESTS)
+    result = run(pytester, f"--cold-compile-mode={mode}", "-rs")
+    outcomes = result.parseoutcomes()
+    if outcomes.get("skipped"):
+        pytest.skip("gridpair's selector entry point is not installed here")
+    result.assert_outcomes(passed=3)
+    seen = [p.read_text() for p in pytester.path.glob("modules-*.txt")]
+    assert seen and set(seen) == {"False False"}
+
+
 def test_register_selector_from_a_conftest(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(fakesel=SELECTOR_MODULE)
     pytester.makeconftest(
@@ -182,6 +252,7 @@ def test_a_broken_entry_point_is_an_error_naming_it(with_fake_selector: pytest.P
     with_fake_selector.makepyfile(
         """
         import pytest
+        import fakesel  # a selector module nobody imports is never loaded, broken or not
         def test_in_process(launch_events):
             pass
         @pytest.mark.cold_compile
