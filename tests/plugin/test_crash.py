@@ -106,26 +106,28 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("args", "ini", "source"),
+    ("marker", "option", "ini", "wins"),
     [
-        (["--cold-compile-timeout=1"], "", "--cold-compile-timeout"),
-        ([], "cold_compile_timeout = 1", "ini cold_compile_timeout"),
-        (["--cold-compile-timeout=50"], "cold_compile_timeout = 50", "cold_compile(timeout=...)"),
+        # Three different values each time: the winner's value shows in the message.
+        ("timeout=1", "2", "3", "1 s (cold_compile(timeout=...)"),
+        ("timeout=2", "1", "1", "2 s (cold_compile(timeout=...)"),  # even when longer
+        ("", "1", "3", "1 s (--cold-compile-timeout"),
+        ("", "2", "1", "2 s (--cold-compile-timeout"),  # even when longer than the ini's
+        ("", None, "1", "1 s (ini cold_compile_timeout"),
     ],
 )
 def test_timeout_precedence_marker_then_option_then_ini(
-    cold: pytest.Pytester, args: list[str], ini: str, source: str
+    cold: pytest.Pytester, marker: str, option: str | None, ini: str, wins: str
 ) -> None:
-    cold.makeini(f"[pytest]\n{ini}\n")
-    marker = (
-        "@pytest.mark.cold_compile(timeout=1)"
-        if "marker" in source or "(" in source
-        else ("@pytest.mark.cold_compile")
+    cold.makeini(f"[pytest]\ncold_compile_timeout = {ini}\n")
+    cold.makepyfile(
+        f"import pytest, time\n@pytest.mark.cold_compile({marker})\n"
+        "def test_slow():\n    time.sleep(60)\n"
     )
-    cold.makepyfile(f"import pytest, time\n{marker}\ndef test_slow():\n    time.sleep(60)\n")
+    args = [] if option is None else [f"--cold-compile-timeout={option}"]
     result = run(cold, *args)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"*timeout: the cold child ran longer than 1 s ({source}*"])
+    result.stdout.fnmatch_lines([f"*timeout: the cold child ran longer than {wins}*"])
 
 
 FIXTURE_ERRORS = """
