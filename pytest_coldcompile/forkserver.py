@@ -1,7 +1,8 @@
 """The fork server: a clean copy of pytest, forked before the first test, forking each cold child.
 
 Children of the server inherit the collected session but none of the compile state that
-tests later build up in the pytest process. One JSON object per line crosses the pipes.
+tests later build up in the pytest process. One JSON object per line crosses the pipes; each
+answer carries its request's id, so an answer to an abandoned request is never taken for the next.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from pytest_coldcompile.processes import die_with_parent, kill_group
 
 # How long the parent waits for the server's answers that need no test to run.
 _REPLY_TIMEOUT = 120.0
+# How long the server may take, beyond the test's own limit, to fork a child: it may still be
+# preloading (torch and triton take tens of seconds on a cold disk), but never forever.
+PRELOAD_BOUND = 300.0
+# How long an interrupted parent waits for the server to reap the child it killed.
+_ABANDON_TIMEOUT = 10.0
 
 
 @dataclass
@@ -75,24 +81,31 @@ class ForkServer:
     """Parent-side handle. child_main(request) runs in each forked child and must not return."""
 
     def __init__(
-        self, child_main: Callable[[dict[str, Any]], Any], preload: Callable[[], Any] | None = None
+        self,
+        child_main: Callable[[dict[str, Any]], Any],
+        preload: Callable[[], Any] | None = None,
+        preload_bound: float = PRELOAD_BOUND,
     ) -> None:
         self.child_main = child_main
         self.preload = preload
+        self.preload_bound = preload_bound
         self.pid: int | None = None
         self.running: int | None = None  # the child being waited for
         self._to: int | None = None
         self._from: _Lines | None = None
+        self._last_id = 0
 
     def start(self) -> None:
         server_in, to_server = os.pipe()
         from_server, server_out = os.pipe()
+        parent = os.getpid()
         pid = _fork()
         if pid == 0:
             code = 0
             try:
                 os.close(to_server)
                 os.close(from_server)
+                die_with_parent(parent)
                 self._serve(server_in, server_out)
             except BaseException:
                 code = 1
@@ -106,7 +119,6 @@ class ForkServer:
     def _serve(self, inbox: int, outbox: int) -> None:
         # Ctrl-C reaches the whole foreground group; the parent decides what stops.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        die_with_parent()
         preload_error = None
         if self.preload is not None:
             try:
@@ -122,10 +134,12 @@ class ForkServer:
             if request is None or request.get("op") == "exit":
                 return
             request["preload_error"] = preload_error
+            rid = request.get("id")
+            server = os.getpid()
             pid = _fork()
             if pid == 0:
                 os.setpgid(0, 0)
-                die_with_parent()  # the server waits in waitpid; if it goes, so does this
+                die_with_parent(server)  # the server waits in waitpid; if it goes, so does this
                 os.close(inbox)
                 os.close(outbox)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -137,31 +151,66 @@ class ForkServer:
                 os.setpgid(pid, pid)  # also here: the parent may kill the group at once
             except OSError:
                 pass
-            _send(outbox, {"pid": pid})
+            _send(outbox, {"id": rid, "pid": pid})
             _, status = os.waitpid(pid, 0)
             kill_group(pid)  # leftovers of a child that exited (a leaked pool, a compiler)
-            _send(outbox, {"pid": pid, "status": status})
+            _send(outbox, {"id": rid, "pid": pid, "status": status})
 
     # -- parent side ---------------------------------------------------------------------
     def run(self, request: dict[str, Any], timeout: float | None) -> ChildExit:
-        """Fork one child for request and wait for it, killing its group after timeout."""
+        """Fork one child for request and wait for it, killing its group after timeout.
+
+        Whatever interrupts the wait (pytest-timeout's Failed, KeyboardInterrupt, anything)
+        kills the child's group and re-raises; the server is drained of that request's answers
+        or, when it cannot be, killed. ServerError always leaves the server killed and reaped.
+        """
         if self._to is None or self._from is None:
             raise ServerError("the fork server is not running")
+        self._last_id += 1
+        rid = self._last_id
         began = time.monotonic()
         try:
-            _send(self._to, {"op": "run", **request})
+            _send(self._to, {"op": "run", **request, "id": rid})
         except OSError as exc:
+            self.kill()
             raise ServerError(f"the fork server does not listen: {exc}") from exc
-        # The server may still be preloading; give it the same patience as the test.
-        first = self._from.read(None)
-        assert first is not None
+        try:
+            return self._wait(rid, began, timeout)
+        except ServerError:
+            self.kill()
+            raise
+        except BaseException:
+            self._abandon(rid)
+            raise
+
+    def _next(self, rid: int, timeout: float | None) -> dict[str, Any] | None:
+        """The next answer to request rid; answers to earlier requests are skipped (and a
+        child the parent never learned of is killed: nobody waits for its result)."""
+        assert self._from is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            reply = self._from.read(left)
+            if reply is None or reply.get("id") == rid:
+                return reply
+            if "status" not in reply and "pid" in reply:
+                kill_group(int(reply["pid"]))
+
+    def _wait(self, rid: int, began: float, timeout: float | None) -> ChildExit:
+        bound = self.preload_bound + (timeout or 0.0)
+        first = self._next(rid, bound)
+        if first is None:
+            raise ServerError(
+                f"the fork server did not fork a child within {bound:g} s "
+                "(stuck while preloading?); it was killed"
+            )
         result = ChildExit(pid=int(first["pid"]))
         self.running = result.pid
-        reply = self._from.read(timeout)
+        reply = self._next(rid, timeout)
         if reply is None:
             result.timed_out = True
             kill_group(result.pid)
-            reply = self._from.read(_REPLY_TIMEOUT)
+            reply = self._next(rid, _REPLY_TIMEOUT)
             if reply is None:
                 raise ServerError("the fork server did not reap a killed child")
         self.running = None
@@ -169,7 +218,34 @@ class ForkServer:
         result.seconds = time.monotonic() - began
         return result
 
+    def _abandon(self, rid: int) -> None:
+        """Kill request rid's child and read the server's answers up to its status, so the
+        next request starts in step; a server that does not answer in time is killed."""
+        try:
+            if self.running is not None:
+                kill_group(self.running)
+            deadline = time.monotonic() + _ABANDON_TIMEOUT
+            while True:
+                reply = self._next(rid, max(0.0, deadline - time.monotonic()))
+                if reply is None:
+                    self.kill()  # still preloading or stuck: not worth waiting for
+                    return
+                if "status" in reply:
+                    self.running = None
+                    return
+                kill_group(int(reply["pid"]))  # a child the parent had not heard of yet
+        except ServerError:
+            self.kill()  # the server is gone: the caller's own exception is the one to tell
+        except BaseException:
+            # A second interrupt, or a dead server: nothing of this may outlive us.
+            self.kill()
+            raise
+
     def stop(self) -> None:
+        """Ask the server to exit and reap it; a child still running is killed first."""
+        if self.running is not None:
+            kill_group(self.running)
+            self.running = None
         if self._to is not None:
             try:
                 _send(self._to, {"op": "exit"})
@@ -188,7 +264,7 @@ class ForkServer:
             self.pid = None
 
     def kill(self) -> None:
-        """Stop at once (on an interrupt): kill the running child's group, then the server."""
+        """Stop at once: kill the running child's group, then the server, and reap it."""
         if self.running is not None:
             kill_group(self.running)
             self.running = None
@@ -207,4 +283,3 @@ def _fork() -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return os.fork()
-

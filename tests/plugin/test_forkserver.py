@@ -1,0 +1,185 @@
+"""The fork server's protocol on its own: bounded waits, abandoned requests, stop, orphans.
+
+These drive ForkServer directly from the test process; each child writes its pid to a file so
+the test can tell whether it is still alive.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from coldhelp import linux_only, needs_fork
+
+from pytest_coldcompile.forkserver import ForkServer, ServerError
+
+pytestmark = needs_fork
+
+
+def gone(pid: int) -> bool:
+    """True when pid no longer runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def wait_gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if gone(pid):
+            return True
+        time.sleep(0.05)
+    return gone(pid)
+
+
+def sleeper(request: dict[str, Any]) -> None:
+    """child_main: write the pid, sleep as asked, exit with the asked code."""
+    Path(request["pidfile"]).write_text(str(os.getpid()))
+    time.sleep(request.get("sleep", 0))
+    os._exit(request.get("code", 0))
+
+
+def read_pid(path: Path, within: float = 10) -> int:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        text = path.read_text() if path.exists() else ""
+        if text:
+            return int(text)
+        time.sleep(0.02)
+    raise AssertionError(f"{path} was never written")
+
+
+class Interrupted(BaseException):
+    """Stands for pytest-timeout's Failed: a BaseException raised inside the parent's wait."""
+
+
+@pytest.fixture
+def alarm() -> Iterator[Any]:
+    def raise_interrupted(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, raise_interrupted)
+    yield lambda seconds: signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def server() -> Iterator[ForkServer]:
+    srv = ForkServer(sleeper)
+    srv.start()
+    yield srv
+    srv.kill()
+
+
+def test_a_server_stuck_in_preload_is_killed_and_reaped_within_the_bound() -> None:
+    srv = ForkServer(sleeper, preload=lambda: time.sleep(3600), preload_bound=1.0)
+    srv.start()
+    pid = srv.pid
+    assert pid is not None
+    began = time.monotonic()
+    try:
+        with pytest.raises(ServerError, match="did not fork a child within 1 s"):
+            srv.run({"pidfile": os.devnull}, timeout=None)
+        assert time.monotonic() - began < 30
+        assert srv.pid is None
+        with pytest.raises(ChildProcessError):  # reaped, not just forgotten
+            os.waitpid(pid, os.WNOHANG)
+    finally:
+        srv.kill()
+
+
+def test_an_interrupted_request_kills_its_child_and_the_next_reads_its_own_status(
+    server: ForkServer, tmp_path: Path, alarm: Any
+) -> None:
+    first = tmp_path / "first.pid"
+    alarm(1.0)
+    with pytest.raises(Interrupted):
+        server.run({"pidfile": str(first), "sleep": 30, "code": 0}, timeout=None)
+    assert wait_gone(read_pid(first), within=10)
+    began = time.monotonic()
+    ended = server.run({"pidfile": str(tmp_path / "second.pid"), "code": 3}, timeout=20)
+    assert time.monotonic() - began < 15
+    assert (ended.returncode, ended.signal, ended.timed_out) == (3, None, False)
+    assert ended.pid == read_pid(tmp_path / "second.pid")
+
+
+def test_an_interrupt_before_the_child_is_known_still_kills_it(tmp_path: Path, alarm: Any) -> None:
+    # The interrupt lands while the server is still preloading: the parent has no pid yet.
+    srv = ForkServer(sleeper, preload=lambda: time.sleep(1.5))
+    srv.start()
+    try:
+        child = tmp_path / "child.pid"
+        alarm(0.5)
+        with pytest.raises(Interrupted):
+            srv.run({"pidfile": str(child), "sleep": 30}, timeout=None)
+        if child.exists() and child.read_text():
+            assert wait_gone(int(child.read_text()), within=10)
+        if srv.pid is not None:  # resynchronized rather than killed: it must still work
+            ended = srv.run({"pidfile": str(tmp_path / "next.pid"), "code": 5}, timeout=20)
+            assert ended.returncode == 5
+    finally:
+        srv.kill()
+
+
+def test_stop_kills_a_running_child_before_waiting_for_the_server(
+    server: ForkServer, tmp_path: Path, alarm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Leave the child running as an interrupted caller that never cleaned up would.
+    monkeypatch.setattr(server, "_abandon", lambda rid: None)
+    child = tmp_path / "child.pid"
+    alarm(1.0)
+    with pytest.raises(Interrupted):
+        server.run({"pidfile": str(child), "sleep": 30}, timeout=None)
+    pid = read_pid(child)
+    assert not gone(pid)
+    began = time.monotonic()
+    server.stop()
+    assert time.monotonic() - began < 10
+    assert wait_gone(pid, within=5)
+
+
+@linux_only
+def test_a_server_whose_parent_died_before_arming_does_not_stay_an_orphan(tmp_path: Path) -> None:
+    # The parent exits at once; the server arms die_with_parent only a second later (as if the
+    # parent died in that window) and would then preload for an hour.
+    pidfile = tmp_path / "server.pid"
+    script = textwrap.dedent(
+        f"""
+        import os, time
+        from pytest_coldcompile import forkserver
+        real = forkserver.die_with_parent
+
+        def late(*args):
+            with open({str(pidfile)!r}, "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(1.0)
+            real(*args)
+
+        forkserver.die_with_parent = late
+        srv = forkserver.ForkServer(lambda r: os._exit(0), preload=lambda: time.sleep(3600))
+        srv.start()
+        os._exit(0)
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    pid = read_pid(pidfile)
+    try:
+        assert wait_gone(pid, within=15), "the orphaned fork server is still running"
+    finally:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
