@@ -146,6 +146,25 @@ def test_a_downstream_suite_runs_cold_without_torch(lean_env: Path, tmp_path: Pa
     assert no_torch.returncode != 0, "torch is importable in the lean venv: the check proves less"
 
 
+def test_no_plugin_module_imports_torch_or_triton(tmp_path: Path) -> None:
+    modules = sorted(
+        f"pytest_coldcompile.{p.stem}"
+        for p in (ROOT / "pytest_coldcompile").glob("*.py")
+        if p.stem != "__init__"
+    )
+    result = _run_python(
+        f"""
+        import importlib, sys
+        for name in {modules!r}:
+            importlib.import_module(name)
+        print(sorted(m for m in ("torch", "triton", "numpy", "gridpair") if m in sys.modules))
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "[]", result.stdout
+
+
 # -- versions -------------------------------------------------------------------------------
 
 
