@@ -99,6 +99,7 @@ class ColdEngine:
         self.base = tempfile.mkdtemp(prefix="pytest-coldcompile-")
         self.gpu: tuple[str, int] | None = None
         self.server: ForkServer | None = None
+        self.environ: dict[str, str] | None = None
         self.count = 0
 
     def start(self) -> None:
@@ -113,6 +114,9 @@ class ColdEngine:
         ):
             # One basetemp for the session, made now: each child would make its own otherwise.
             factory.getbasetemp()
+        # What a forked child inherits from the fork server; re-collecting children get it
+        # too, not what earlier in-process tests left in os.environ.
+        self.environ = dict(os.environ)
         if self.mode == "zygote":
             assert self.zygote is not None
             self.zygote.preload()
@@ -196,7 +200,7 @@ class ColdEngine:
             if self.mode == "fork":
                 request = {"index": self.index[id(item)], "orders": orders}
             else:
-                request = spawn.zygote_request(self.config, item.nodeid, orders)
+                request = spawn.zygote_request(self.config, item.nodeid, orders, self.environ)
             try:
                 return self.server.run(request, timeout)
             except ServerError:
@@ -204,41 +208,78 @@ class ColdEngine:
                 failed = f"the {self.mode} server failed; spawning from now on"
                 self.mode, self.reason = "spawn", failed
                 raise
-        return spawn.run(self.config, item.nodeid, orders, timeout)
+        return spawn.run(self.config, item.nodeid, orders, timeout, self.environ)
 
-    def run(self, item: pytest.Item) -> tuple[list[pytest.TestReport], child_reports.ChildResult]:
-        """Run item cold; its reports (always a teardown one) and what the child recorded."""
+    def run(
+        self, item: pytest.Item, backstop: tuple[float, str] | None = None
+    ) -> tuple[list[pytest.TestReport], child_reports.ChildResult]:
+        """Run item cold; its reports (always a teardown one) and what the child recorded.
+
+        backstop: (seconds, source) of another limit on the whole test (pytest-timeout's,
+        whose own timer runs in the child); the child is killed when it runs past either.
+        Anything raised here while the child runs kills the child's group first; an
+        interrupt or pytest.exit() then stops the session, anything else fails the test.
+        """
         self.count += 1
         test_dir = os.path.join(self.base, f"{self.count:05d}")
         os.makedirs(test_dir)
         result = child_reports.ChildResult()
         mode, reason = self.mode, self.reason
+        total_s = None
         try:
             timeout, timeout_source = options.timeout_for(item)
         except ValueError as exc:  # a bad marker argument: say so, as a setup error
             shutil.rmtree(test_dir, ignore_errors=True)
             return child_reports.parent_failure(item, str(exc)), result
+        if backstop is not None and (timeout is None or backstop[0] < timeout):
+            timeout, timeout_source = backstop
         try:
             orders = self._orders(item, test_dir)
             ended = self._launch(item, orders, timeout)
+            total_s = ended.seconds
             mode, reason = orders["mode"], orders["mode_reason"]
             result = child_reports.read_records(self.config, item, test_dir)
             reports = child_reports.complete(item, result, ended, test_dir, timeout, timeout_source)
             if self._echo_output():
                 child_reports.echo_uncaptured(test_dir)
-        except (KeyboardInterrupt, SystemExit):
-            self.kill()
+        except (KeyboardInterrupt, SystemExit, pytest.exit.Exception):
+            self.kill()  # the child was killed where the wait was interrupted; the server too
             raise
         except Exception:
             reports = child_reports.parent_failure(
                 item, "pytest-coldcompile could not run the cold child:\n" + traceback.format_exc()
             )
+        except BaseException as exc:  # pytest-timeout's Failed, raised by its SIGALRM handler
+            result = child_reports.read_records(self.config, item, test_dir)
+            reports = _interrupted(item, result, test_dir, exc)
         finally:
             shutil.rmtree(test_dir, ignore_errors=True)
         if reports:  # none when pytest.exit() ran before the first phase finished
-            reports[-1].user_properties.extend(report.properties(mode, reason, result.summary))
+            reports[-1].user_properties.extend(
+                report.properties(mode, reason, result.summary, total_s=total_s)
+            )
         return reports, result
 
     def _echo_output(self) -> bool:
         # With -s the user watches output live; a child's arrives when it ends.
         return getattr(self.config.option, "capture", "fd") == "no"
+
+
+def _interrupted(
+    item: pytest.Item, result: child_reports.ChildResult, test_dir: str, exc: BaseException
+) -> list[pytest.TestReport]:
+    """Reports of a cold test whose wait was cut short in the pytest process by exc: what the
+    child finished, then the phase it was in failed with exc, as it would have in-process."""
+    reports = list(result.reports)
+    when = child_reports.next_phase(reports)
+    path, lineno, _ = item.location
+    text = (
+        f"{path}:{(lineno or 0) + 1}: {type(exc).__name__}: {exc}\n"
+        "(raised in the pytest process while the cold child ran; the child's process group "
+        "was killed)"
+    )
+    sections = child_reports.child_output(test_dir, when)
+    reports.append(child_reports.make_report(item, when, "failed", text, sections))
+    if when != "teardown":
+        reports.append(child_reports.make_report(item, "teardown", "passed", None))
+    return reports

@@ -168,6 +168,7 @@ def load(config: pytest.Config) -> Settings:
         config, "smem_limit", "--smem-limit", "smem_limit", "", parse_bytes
     )
     report = Path(opt.cold_compile_report) if opt.cold_compile_report else None
+    preload_modules(config)  # validated here too: the zygote's early start does not report
     return Settings(
         cold_all=cold_all,
         mode=mode,

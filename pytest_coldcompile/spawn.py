@@ -133,6 +133,17 @@ def _overrides(config: pytest.Config) -> list[str]:
     return out
 
 
+def _basetemp(config: pytest.Config, test_dir: str) -> Path:
+    """Under the session's basetemp when the engine made one (tests use tmp_path), as a forked
+    child's tmp_path is: kept after the run for a look at a failure. The child empties the
+    directory it is given, so each child gets its own."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    session_base = getattr(factory, "_basetemp", None)
+    if session_base is None:
+        return Path(test_dir) / "basetemp"
+    return Path(session_base) / f"cold-{Path(test_dir).name}"
+
+
 def command(config: pytest.Config, nodeid: str, orders_path: str, test_dir: str) -> list[str]:
     ini_addopts = config.getini("addopts") if config.inipath else []
     env_addopts = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
@@ -150,35 +161,50 @@ def command(config: pytest.Config, nodeid: str, orders_path: str, test_dir: str)
         cmd += ["-c", str(config.inipath)]
     if config.pluginmanager.has_plugin("cacheprovider"):
         cmd += ["-o", f"cache_dir={Path(test_dir) / 'pytest-cache'}"]
-    cmd += ["--basetemp", str(Path(test_dir) / "basetemp")]
+    cmd += ["--basetemp", str(_basetemp(config, test_dir))]
     cmd += ["--cold-compile-child", orders_path, "--", str(config.rootpath / nodeid)]
     return cmd
 
 
 def prepare(
-    config: pytest.Config, nodeid: str, orders: dict[str, Any]
+    config: pytest.Config,
+    nodeid: str,
+    orders: dict[str, Any],
+    environ: dict[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """Write the orders file; the command line and environment of a child running nodeid."""
+    """Write the orders file; the command line and environment of a child running nodeid.
+
+    environ: the environment to start from (the engine's snapshot), else this process's.
+    """
     test_dir = orders["dir"]
     orders_path = os.path.join(test_dir, records.ORDERS)
     Path(orders_path).write_text(json.dumps({**orders, "nodeid": nodeid}))
-    env = pristine.child_environ(test_dir, orders, dict(os.environ))
+    env = pristine.child_environ(test_dir, orders, dict(os.environ if environ is None else environ))
     env["PYTEST_ADDOPTS"] = ""
     return command(config, nodeid, orders_path, test_dir), env
 
 
-def zygote_request(config: pytest.Config, nodeid: str, orders: dict[str, Any]) -> dict[str, Any]:
+def zygote_request(
+    config: pytest.Config,
+    nodeid: str,
+    orders: dict[str, Any],
+    environ: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """What a zygote child needs to run pytest.main exactly as a spawned child runs pytest."""
-    cmd, env = prepare(config, nodeid, orders)
+    cmd, env = prepare(config, nodeid, orders, environ)
     assert cmd[1:3] == ["-m", "pytest"]
     return {"orders": orders, "args": cmd[3:], "env": env, "cwd": str(config.invocation_params.dir)}
 
 
 def run(
-    config: pytest.Config, nodeid: str, orders: dict[str, Any], timeout: float | None
+    config: pytest.Config,
+    nodeid: str,
+    orders: dict[str, Any],
+    timeout: float | None,
+    environ: dict[str, str] | None = None,
 ) -> ChildExit:
     test_dir = orders["dir"]
-    cmd, env = prepare(config, nodeid, orders)
+    cmd, env = prepare(config, nodeid, orders, environ)
     began = time.monotonic()
     with (
         open(os.path.join(test_dir, records.RAW_OUT), "ab") as out,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from xml.etree import ElementTree
 
@@ -11,6 +10,9 @@ import pytest
 from coldhelp import conftest, needs_fork, run
 
 pytestmark = needs_fork
+
+# Every way a cold child can start; each must give the same isolation.
+MODES = ["fork", "zygote", "spawn"]
 
 WARM_THEN_COLD = """
 import pytest, torch
@@ -77,6 +79,16 @@ def test_warm_in_process_state_does_not_reach_a_cold_test(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*cold-compile: fork (auto: *forking is safe)*"])
 
 
+@pytest.mark.parametrize("mode", ["zygote", "spawn"])
+def test_warm_state_does_not_reach_a_re_collecting_child(
+    pytester: pytest.Pytester, mode: str
+) -> None:
+    _warm_then_cold(pytester)
+    result = run(pytester, "-v", f"--cold-compile-mode={mode}")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"*cold-compile: {mode} ({mode}: chosen by *"])
+
+
 def test_the_same_pair_in_process_does_see_the_warm_state(pytester: pytest.Pytester) -> None:
     # Control: without the plugin the cold test runs in the warm process and must fail,
     # or the test above could pass for the wrong reason.
@@ -86,7 +98,8 @@ def test_the_same_pair_in_process_does_see_the_warm_state(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*a module global from the warm test*"])
 
 
-def test_cold_tests_do_not_see_each_other(cold: pytest.Pytester) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_cold_tests_do_not_see_each_other(cold: pytest.Pytester, mode: str) -> None:
     cold.makepyfile(
         """
         import os
@@ -98,7 +111,7 @@ def test_cold_tests_do_not_see_each_other(cold: pytest.Pytester) -> None:
             SEEN.append(os.getpid())
         """
     )
-    run(cold, "--cold-compile").assert_outcomes(passed=2)
+    run(cold, "--cold-compile", f"--cold-compile-mode={mode}").assert_outcomes(passed=2)
 
 
 SESSION_FIXTURES = """
@@ -126,9 +139,12 @@ def test_cold_b(resource):
 """
 
 
-def test_session_fixtures_are_set_up_and_torn_down_in_each_child(cold: pytest.Pytester) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_session_fixtures_are_set_up_and_torn_down_in_each_child(
+    cold: pytest.Pytester, mode: str
+) -> None:
     cold.makepyfile(test_session=SESSION_FIXTURES)
-    run(cold).assert_outcomes(passed=3)
+    run(cold, f"--cold-compile-mode={mode}").assert_outcomes(passed=3)
     parent = (cold.path / "parent.txt").read_text()
     events = (cold.path / "events.txt").read_text().split()
     pairs = list(zip(events[::2], events[1::2], strict=True))
@@ -141,7 +157,8 @@ def test_session_fixtures_are_set_up_and_torn_down_in_each_child(cold: pytest.Py
         assert pairs.count(("teardown", pid)) == 1
 
 
-def test_private_caches_are_used_then_removed(cold: pytest.Pytester) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_private_caches_are_used_then_removed(cold: pytest.Pytester, mode: str) -> None:
     cold.makepyfile(
         """
         import os, pytest, torch, triton.knobs
@@ -173,7 +190,7 @@ def test_private_caches_are_used_then_removed(cold: pytest.Pytester) -> None:
     cold._monkeypatch.setenv("TORCH_COMPILE_JOB_ID", "shared-job")
     cold._monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     cold._monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
-    result = run(cold, "--cold-compile-report=report.json")
+    result = run(cold, "--cold-compile-report=report.json", f"--cold-compile-mode={mode}")
     result.assert_outcomes(passed=1)
     assert not os.path.exists((cold.path / "cache_dir.txt").read_text())
     assert not (home / ".triton").exists()
@@ -191,7 +208,8 @@ def test_private_caches_are_used_then_removed(cold: pytest.Pytester) -> None:
     assert entry["backward_graphs"] == 1
     assert entry["compile_s"] > 0
     assert entry["outcome"] == "passed"
-    assert entry["mode"] == "fork"
+    assert entry["mode"] == mode
+    assert entry["mode_reason"] == f"{mode}: chosen by --cold-compile-mode"
 
 
 def test_spawn_mode_runs_the_test_in_a_fresh_interpreter(cold: pytest.Pytester) -> None:
@@ -230,60 +248,33 @@ def test_spawn_mode_runs_the_test_in_a_fresh_interpreter(cold: pytest.Pytester) 
     assert props["child_pid"] != (cold.path / "parent.txt").read_text()
 
 
-def _fake_libcuda(path: os.PathLike[str]) -> str:
-    source = os.path.join(path, "fake.c")
-    with open(source, "w") as f:
-        f.write("int cuFake(void) { return 0; }\n")
-    lib = os.path.join(path, "libcuda.so.1")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", lib, source], check=True)
-    return lib
-
-
-@pytest.mark.skipif(not os.path.exists("/usr/bin/gcc"), reason="needs gcc for a fake libcuda")
-def test_auto_spawns_when_the_cuda_driver_is_loaded(pytester: pytest.Pytester) -> None:
-    # A library named libcuda.so.1 mapped into the pytest process, as torch.cuda.is_available()
-    # would map the real one during collection.
-    lib = _fake_libcuda(pytester.path)
-    pytester.makeconftest(conftest(f"import ctypes\n_LIB = ctypes.CDLL({lib!r})\n"))
-    pytester.makepyfile(
-        """
-        def test_cold(cold_state):
-            assert cold_state.mode == "spawn"
-        """
-    )
-    result = run(pytester, "--cold-compile")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*cold-compile: spawn (auto: the pytest process has loaded the CUDA driver "
-            "(libcuda.so is mapped)*",
-            "*CUDA driver (libcuda) loaded: yes*",
-        ]
-    )
-
-
-def test_fork_and_spawn_can_be_forced_from_the_ini_file(cold: pytest.Pytester) -> None:
-    cold.makeini("[pytest]\ncold_compile = true\ncold_compile_mode = spawn\n")
-    cold.makepyfile("def test_cold(cold_state):\n    assert cold_state.mode == 'spawn'\n")
+@pytest.mark.parametrize("mode", MODES)
+def test_each_mode_can_be_forced_from_the_ini_file(cold: pytest.Pytester, mode: str) -> None:
+    cold.makeini(f"[pytest]\ncold_compile = true\ncold_compile_mode = {mode}\n")
+    cold.makepyfile(f"def test_cold(cold_state):\n    assert cold_state.mode == {mode!r}\n")
     result = run(cold)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*spawn: chosen by ini cold_compile_mode*"])
+    result.stdout.fnmatch_lines([f"*{mode}: chosen by ini cold_compile_mode*"])
 
 
-def test_xdist_workers_run_cold_tests(cold: pytest.Pytester) -> None:
+@pytest.mark.parametrize("mode", ["auto", "zygote"])
+def test_xdist_workers_run_cold_tests(cold: pytest.Pytester, mode: str) -> None:
     pytest.importorskip("xdist")
+    chosen = "fork" if mode == "auto" else mode
     cold.makepyfile(
-        """
+        f"""
         import os, pytest
         @pytest.mark.parametrize("i", range(6))
         def test_cold(i, cold_state):
-            assert cold_state.cold and cold_state.mode == "fork"
+            assert cold_state.cold and cold_state.mode == {chosen!r}
             assert os.environ["PYTEST_XDIST_WORKER"].startswith("gw")
         """
     )
-    result = run(cold, "-n", "2", "--cold-compile")
+    result = run(cold, "-n", "2", "--cold-compile", f"--cold-compile-mode={mode}")
     result.assert_outcomes(passed=6)
-    result.stdout.fnmatch_lines(["*cold compile summary: 6 cold tests*", "6 run as fork (auto:*"])
+    result.stdout.fnmatch_lines(
+        ["*cold compile summary: 6 cold tests*", f"6 run as {chosen} ({mode}:*"]
+    )
 
 
 PYTEST_FORKED_VICTIM = """

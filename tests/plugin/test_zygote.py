@@ -1,0 +1,244 @@
+"""The zygote and the precise CUDA detection that decides when auto needs it.
+
+The detector runs for real against a fake libcuda.so.1 built with gcc: exported cuInit and
+cuDeviceGetCount keep an init flag, as the real driver does (CUDA_ERROR_NOT_INITIALIZED, 3,
+before cuInit). The zygote itself needs no CUDA and runs for real here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from coldhelp import conftest, needs_fork, run
+
+pytestmark = needs_fork
+needs_gcc = pytest.mark.skipif(not os.path.exists("/usr/bin/gcc"), reason="needs gcc")
+
+FAKE_LIBCUDA = r"""
+static int initialized = 0;
+int cuInit(unsigned int flags) { (void)flags; initialized = 1; return 0; }
+int cuDriverGetVersion(int *version) { *version = 12080; return 0; }
+int cuDeviceGetCount(int *count) {
+    if (!initialized) return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+    *count = 0;
+    return 0;
+}
+"""
+
+
+def _fake_libcuda(directory: Path) -> str:
+    source = directory / "fakecuda.c"
+    source.write_text(FAKE_LIBCUDA)
+    lib = directory / "libcuda.so.1"
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(lib), str(source)],
+        check=True,
+    )
+    return str(lib)
+
+
+DETECT = """
+import ctypes, json, sys
+from pytest_coldcompile import device
+steps = sys.argv[2:]
+out = {"before": device.cuda_driver_initialized()}
+if "load" in steps:
+    lib = ctypes.CDLL(sys.argv[1])
+    out["loaded"] = device.cuda_driver_loaded()
+    out["mapped"] = device.cuda_driver_initialized()
+if "init" in steps:
+    assert lib.cuInit(0) == 0
+    out["initialized"] = device.cuda_driver_initialized()
+print(json.dumps(out))
+"""
+
+
+def _detect(lib: str, *steps: str) -> dict[str, bool]:
+    proc = subprocess.run(
+        [sys.executable, "-c", DETECT, lib, *steps], capture_output=True, text=True, check=True
+    )
+    return json.loads(proc.stdout)
+
+
+@needs_gcc
+def test_the_detector_tells_mapped_from_initialized(tmp_path: Path) -> None:
+    lib = _fake_libcuda(tmp_path)
+    assert _detect(lib) == {"before": False}
+    assert _detect(lib, "load") == {"before": False, "loaded": True, "mapped": False}
+    assert _detect(lib, "load", "init") == {
+        "before": False,
+        "loaded": True,
+        "mapped": False,
+        "initialized": True,
+    }
+
+
+def _cuda_conftest(pytester: pytest.Pytester, lib: str, init: bool) -> None:
+    body = f"import ctypes\n_LIB = ctypes.CDLL({lib!r})\n"
+    if init:
+        body += "assert _LIB.cuInit(0) == 0\n"
+    pytester.makeconftest(conftest(body))
+
+
+@needs_gcc
+def test_auto_forks_when_collection_mapped_but_did_not_initialize_cuda(
+    pytester: pytest.Pytester,
+) -> None:
+    # What `import torch` does on a GPU machine: libcuda is mapped, cuInit never ran.
+    _cuda_conftest(pytester, _fake_libcuda(pytester.path), init=False)
+    pytester.makepyfile("def test_cold(cold_state):\n    assert cold_state.mode == 'fork'\n")
+    result = run(pytester, "--cold-compile")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*cold-compile: fork (auto: *has not initialized the CUDA*"])
+
+
+@needs_gcc
+def test_fork_mode_warns_only_when_cuda_was_initialized(pytester: pytest.Pytester) -> None:
+    lib = _fake_libcuda(pytester.path)
+    pytester.makepyfile("def test_cold():\n    pass\n")
+    _cuda_conftest(pytester, lib, init=False)
+    clean = run(pytester, "--cold-compile", "--cold-compile-mode=fork")
+    clean.assert_outcomes(passed=1)
+    clean.stdout.no_fnmatch_line("*warning*")
+    _cuda_conftest(pytester, lib, init=True)
+    dirty = run(pytester, "--cold-compile", "--cold-compile-mode=fork")
+    dirty.assert_outcomes(passed=1)
+    dirty.stdout.fnmatch_lines(["*initialized the CUDA driver, forked children cannot use CUDA*"])
+
+
+@needs_gcc
+def test_auto_uses_the_zygote_when_collection_initialized_cuda(pytester: pytest.Pytester) -> None:
+    _cuda_conftest(pytester, _fake_libcuda(pytester.path), init=True)
+    pytester.makepyfile(
+        """
+        import pytest
+        def test_in_process():
+            pass
+        @pytest.mark.cold_compile
+        def test_cold(cold_state):
+            assert cold_state.mode == "zygote"
+        """
+    )
+    result = run(pytester, "--cold-compile-report=report.json")
+    result.assert_outcomes(passed=2)
+    reason = "auto: the pytest process initialized the CUDA driver during collection*"
+    result.stdout.fnmatch_lines(
+        [f"*cold-compile: zygote ({reason})", f"1 run as zygote ({reason})"]
+    )
+    entry = json.loads((pytester.path / "report.json").read_text())
+    (record,) = entry.values()
+    assert record["mode"] == "zygote"
+    assert record["mode_reason"].startswith("auto: the pytest process initialized the CUDA")
+
+
+PRELOADED = """
+import os
+with open(os.path.join(os.path.dirname(__file__), "imported-by.txt"), "a") as f:
+    f.write(f"{os.getpid()}\\n")
+"""
+
+ZYGOTE_TESTS = """
+import json, os, sys, pytest
+
+def test_in_process():
+    with open("parent.txt", "w") as f:
+        f.write(str(os.getpid()))
+
+@pytest.mark.cold_compile
+@pytest.mark.parametrize("i", range(2))
+def test_cold(i, cold_state):
+    assert cold_state.mode == "zygote"
+    assert "preloaded_probe" in sys.modules, "the zygote's preload"
+    # The conftest ran in this child: the zygote was forked before the parent imported it.
+    assert json.CONFTEST_PID == os.getpid()
+    with open(f"child-{i}.txt", "w") as f:
+        f.write(f"{os.getpid()} {os.getppid()}")
+"""
+
+
+def _zygote_project(cold: pytest.Pytester, mode: str) -> None:
+    cold.makeini(f"[pytest]\ncold_compile_mode = {mode}\ncold_compile_preload = preloaded_probe\n")
+    cold.makepyfile(preloaded_probe=PRELOADED, test_zygote_run=ZYGOTE_TESTS)
+    cold.makeconftest(conftest("import json, os\njson.CONFTEST_PID = os.getpid()\n"))
+
+
+def test_the_zygote_preloads_once_before_conftests_and_forks_each_test(
+    cold: pytest.Pytester,
+) -> None:
+    _zygote_project(cold, "zygote")
+    result = run(cold, "-v")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["*zygote forked before collection; when used it preloads preloaded_probe*"]
+    )
+    parent = (cold.path / "parent.txt").read_text()
+    children = [(cold.path / f"child-{i}.txt").read_text().split() for i in range(2)]
+    importers = (cold.path / "imported-by.txt").read_text().split()
+    assert len(importers) == 1, "imported once, by the zygote, and never again by a child"
+    zygote = importers[0]
+    assert zygote != parent
+    assert {ppid for _, ppid in children} == {zygote}, "each child was forked by the zygote"
+    assert len({pid for pid, _ in children}) == 2
+
+
+def test_the_zygote_imports_nothing_when_auto_forks(cold: pytest.Pytester) -> None:
+    # Marker-only run, CUDA clean: the post-collection fork server is chosen; the zygote,
+    # forked early, was told not to preload before it imported anything.
+    _zygote_project(cold, "auto")
+    (cold.path / "test_zygote_run.py").write_text(
+        "import os, pytest\n"
+        "@pytest.mark.cold_compile\n"
+        "def test_cold(cold_state):\n"
+        "    assert cold_state.mode == 'fork'\n"
+    )
+    result = run(cold)
+    result.assert_outcomes(passed=1)
+    assert not (cold.path / "imported-by.txt").exists()
+
+
+def test_a_preload_that_fails_to_import_does_not_stop_the_tests(cold: pytest.Pytester) -> None:
+    cold.makeini("[pytest]\ncold_compile_preload = no_such_module_here\n")
+    cold.makepyfile("def test_cold(cold_state):\n    assert cold_state.mode == 'zygote'\n")
+    run(cold, "--cold-compile", "--cold-compile-mode=zygote").assert_outcomes(passed=1)
+
+
+def test_a_bad_preload_name_is_a_usage_error_naming_the_key(cold: pytest.Pytester) -> None:
+    cold.makeini("[pytest]\ncold_compile_preload = not a module\n")
+    cold.makepyfile("def test_any():\n    pass\n")
+    result = run(cold, "--cold-compile")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cold_compile_preload: 'not a module' is not a module name*"])
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_an_inline_run_stops_its_zygote(cold: pytest.Pytester) -> None:
+    # In-process (pytester inline): the zygote is this process's child, and nothing but the
+    # plugin's cleanup would end it.
+    cold.makepyfile(
+        """
+        import os, pytest
+        @pytest.mark.cold_compile
+        def test_cold(cold_state):
+            assert cold_state.mode == "zygote"
+            with open("zygote.pid", "w") as f:
+                f.write(str(os.getppid()))
+        """
+    )
+    cold.makeini("[pytest]\ncold_compile_preload = json\n")
+    reprec = cold.inline_run("-p", "no:cacheprovider", "--cold-compile-mode=zygote")
+    reprec.assertoutcome(passed=1)
+    zygote = int((cold.path / "zygote.pid").read_text())
+    assert zygote != os.getpid()
+    assert _gone(zygote)
