@@ -9,6 +9,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -176,10 +177,73 @@ def _disable_debugger(config: pytest.Config) -> None:
             setattr(config.option, option, False)
 
 
+class _AttributeRecorder:
+    """What record_xml_attribute gets in a cold child: each attribute becomes a record."""
+
+    def __init__(self, test_dir: str) -> None:
+        self.test_dir = test_dir
+
+    def add_attribute(self, name: str, value: object) -> None:
+        write_record(
+            self.test_dir,
+            {"type": "junitxml", "what": "attribute", "name": str(name), "value": str(value)},
+        )
+
+
+class JunitRecorder:
+    """Stands in for pytest's LogXML (``config.stash[xml_key]``) in a cold child.
+
+    record_xml_attribute and record_testsuite_property write records instead of filling an
+    XML tree that dies with the child; the parent replays them on its own LogXML.
+    """
+
+    def __init__(self, test_dir: str, family: str) -> None:
+        self.test_dir = test_dir
+        self.family = family  # record_xml_attribute warns about xunit2 from it, as in-process
+
+    def node_reporter(self, report: Any) -> _AttributeRecorder:
+        return _AttributeRecorder(self.test_dir)
+
+    def add_global_property(self, name: str, value: object) -> None:
+        __tracebackhide__ = True
+        try:
+            from _pytest.junitxml import _check_record_param_type
+        except ImportError:  # private; the same check, said the same way
+            if not isinstance(name, str):
+                raise TypeError(
+                    f"name parameter needs to be a string, but {type(name)} given"
+                ) from None
+        else:
+            _check_record_param_type("name", name)
+        write_record(
+            self.test_dir,
+            {"type": "junitxml", "what": "suite_property", "name": name, "value": str(value)},
+        )
+
+
+def _record_junitxml(config: pytest.Config, orders: dict[str, Any], test_dir: str) -> None:
+    """Put a JunitRecorder where record_xml_attribute/record_testsuite_property look."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is not None:  # forked: the parent's LogXML, copied
+        family = str(getattr(xml, "family", "xunit1"))
+    elif "junit_family" in orders:  # re-collected: the parent said whether it writes XML
+        if orders["junit_family"] is None:
+            return
+        family = str(orders["junit_family"])
+    else:  # a parent that does not say: record anyway, the parent drops what it cannot use
+        family = str(config.getini("junit_family"))
+    config.stash[xml_key] = JunitRecorder(test_dir, family)  # type: ignore[assignment]
+
+
 def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     """Make this process a cold child: private caches, resets, cap, selectors, statistics."""
     global ACTIVE
     _disable_debugger(config)
+    _record_junitxml(config, orders, orders["dir"])
     test_dir = orders["dir"]
     ctx = ChildContext(orders=orders, test_dir=test_dir)
     for name in pristine.UNSET_ENV:
@@ -303,6 +367,51 @@ def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
         os._exit(code)
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _stable_repr(value: Any, depth: int = 0) -> str:
+    """A repr two processes agree on for the same parameter: no addresses, sets sorted."""
+    if depth < 4 and isinstance(value, (set, frozenset)):
+        inner = sorted(_stable_repr(v, depth + 1) for v in value)
+        return f"{type(value).__name__}({{{', '.join(inner)}}})"
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return f"{type(value).__name__}({', '.join(_stable_repr(v, depth + 1) for v in value)})"
+    if depth < 4 and isinstance(value, dict):
+        items = (
+            f"{_stable_repr(k, depth + 1)}: {_stable_repr(v, depth + 1)}" for k, v in value.items()
+        )
+        return "{" + ", ".join(items) + "}"
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = f"<{type(value).__qualname__}: repr raised {type(exc).__name__}>"
+    return _ADDRESS.sub(" at 0x?", text[:500])
+
+
+def item_fingerprint(item: pytest.Item) -> dict[str, Any]:
+    """What identifies item beyond its node id (its definition's place, its parameters).
+
+    A re-collecting child (spawn, zygote) compares it with the item it found under the same
+    node id: index-based parametrize ids (``p0``, ``p1``) can name other values there.
+    """
+    path, lineno, _ = item.location
+    out: dict[str, Any] = {"location": [str(path), lineno]}
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        out["params"] = {name: _stable_repr(v) for name, v in sorted(callspec.params.items())}
+    return out
+
+
+def _difference(want: dict[str, Any], got: dict[str, Any]) -> str | None:
+    wrong = [
+        f"{key}: the parent's {want.get(key)!r}, the child's {got.get(key)!r}"
+        for key in sorted(set(want) | set(got))
+        if want.get(key) != got.get(key)
+    ]
+    return "; ".join(wrong) or None
+
+
 class SpawnedChild:
     """Plugin of a spawned cold child (``--cold-compile-child=ORDERS``): one test, recorded."""
 
@@ -313,6 +422,7 @@ class SpawnedChild:
         self.test_dir = self.orders["dir"]
         self.ctx: ChildContext | None = None
         self.collect_errors: list[str] = []
+        self.refused: str | None = None
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -324,19 +434,56 @@ class SpawnedChild:
     ) -> None:
         keep = [it for it in items if it.nodeid == self.orders["nodeid"]]
         drop = [it for it in items if it.nodeid != self.orders["nodeid"]]
+        want = self.orders.get("fingerprint")
+        refused = None
+        if len(keep) > 1:
+            refused = f"{len(keep)} items have this node id here"
+        elif keep and isinstance(want, dict):
+            refused = _difference(want, item_fingerprint(keep[0]))
+        if refused is not None:
+            # Never run another parametrization than the one the parent asked for.
+            self._refuse(
+                f"collected a different item under node id {self.orders['nodeid']!r}: "
+                f"{refused}; its collection differs from the parent's (parameters built "
+                "from unordered or process-dependent values?)"
+            )
+            drop += keep
+            keep = []
         if drop:
             config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+    def _refuse(self, why: str) -> None:
+        self.refused = (
+            f"the re-collecting cold child ({self.orders.get('mode', 'spawn')}) {why}; "
+            "the test was not run"
+        )
+        write_record(self.test_dir, {"type": "refused", "message": self.refused})
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection(self, session: pytest.Session) -> Any:
         try:
-            if not session.items:
-                errors = "\n".join(self.collect_errors) or "(no collection error reported)"
-                raise RuntimeError(
-                    f"the spawned cold child collected no test with node id "
-                    f"{self.orders['nodeid']!r}; collection errors:\n{errors}"
-                )
+            return (yield)
+        except pytest.UsageError as exc:  # pytest's "not found: <node id>"
+            found = " ".join(str(a) for a in exc.args)
+            self._refuse(
+                f"collected no test with node id {self.orders['nodeid']!r} ({found.strip()})"
+            )
+            raise
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        """Prepare the child before pytest's own loop runs the one test; True skips the loop."""
+        if self.refused is not None:
+            return True  # recorded already; the parent reports it
+        if not session.items:
+            errors = "\n".join(self.collect_errors) or "(no collection error reported)"
+            self._refuse(
+                f"collected no test with node id {self.orders['nodeid']!r}; "
+                f"collection errors:\n{errors}"
+            )
+            return True
+        try:
             _start_capture(self.config, self.test_dir, _stop_capture(self.config))
             self.ctx = prepare(self.config, self.orders)
             self.config.pluginmanager.register(ReportSink(self.config, self.test_dir))
@@ -344,7 +491,7 @@ class SpawnedChild:
         except BaseException:
             write_record(self.test_dir, {"type": "error", "traceback": traceback.format_exc()})
             return True
-        return (yield)
+        return None
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         exc = excinfo.value

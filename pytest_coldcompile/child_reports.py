@@ -29,6 +29,9 @@ class ChildResult:
     exit: dict[str, Any] | None = None  # the test called pytest.exit()
     interrupted: bool = False
     warnings: list[warnings.WarningMessage] = field(default_factory=list)
+    # (what, name, value): record_xml_attribute / record_testsuite_property calls in the child
+    junitxml: list[tuple[str, str, str]] = field(default_factory=list)
+    refused: str | None = None  # a re-collecting child found another item under the node id
 
 
 def _read(test_dir: str, name: str) -> str:
@@ -64,7 +67,35 @@ def read_records(config: pytest.Config, item: pytest.Item, test_dir: str) -> Chi
             result.interrupted = True
         elif kind == "warning":
             result.warnings.append(_warning(record))
+        elif kind == "junitxml":
+            result.junitxml.append((record["what"], record["name"], record["value"]))
+        elif kind == "refused":
+            result.refused = str(record.get("message", ""))
+    replay_junitxml(config, item, result)
     return result
+
+
+def replay_junitxml(config: pytest.Config, item: pytest.Item, result: ChildResult) -> None:
+    """Hand the child's JUnit XML attributes and suite properties to this process's LogXML.
+
+    Before the reports are logged: LogXML keeps attributes set on a test's node reporter
+    ahead of its first report, as in-process. Without a LogXML here (no --junitxml, or an
+    xdist worker) they go where an in-process call sends them: nowhere.
+    """
+    if not result.junitxml:
+        return
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for what, name, value in result.junitxml:
+        if what == "attribute":
+            xml.node_reporter(item.nodeid).add_attribute(name, value)
+        else:
+            xml.add_global_property(name, value)
 
 
 def _category(name: str) -> type[Warning]:
@@ -157,6 +188,8 @@ def problem(
             f"{_where(item)}: timeout: the cold child ran longer than {timeout:g} s "
             f"({timeout_source}); its process group was killed"
         )
+    if result.refused is not None:
+        return f"{_where(item)}: {result.refused}"
     if result.error is not None:
         return "the cold child's own machinery failed (not the test itself):\n" + result.error
     if ended.signal is not None:

@@ -43,12 +43,12 @@ def test_markers_are_documented(pytester: pytest.Pytester) -> None:
         (
             ["--cold-compile-mode=sideways"],
             "",
-            "--cold-compile-mode: expected one of auto, fork, spawn, got 'sideways'",
+            "--cold-compile-mode: expected one of auto, fork, zygote, spawn, got 'sideways'",
         ),
         (
             [],
             "cold_compile_mode = thread",
-            "ini cold_compile_mode: expected one of auto, fork, spawn, got 'thread'",
+            "ini cold_compile_mode: expected one of auto, fork, zygote, spawn, got 'thread'",
         ),
         (
             ["--cold-compile-timeout=-1"],
