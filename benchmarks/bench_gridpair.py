@@ -189,11 +189,13 @@ def main(argv=None) -> int:
                     run, mode = build(impl, kind, dtype, name, data, args.device,
                                       name in autotune)
                     milliseconds, peak, graph = measure(run, args.device)
-                    tflops = PASSES[kind] * flops_per_product / (milliseconds * 1e-3) / 1e12
+                    flops = PASSES[kind] * flops_per_product
+                    tflops = flops / (milliseconds * 1e-3) / 1e12
+                    # Unrounded: a tiny CPU shape's TFLOP/s would round to 0.
                     record = {"shape": shape_label(name, args.nodes), "dtype": dtype,
-                              "pass": kind, "impl": impl, "ms": round(milliseconds, 4),
+                              "pass": kind, "impl": impl, "ms": milliseconds,
                               "peak_mib": None if peak is None else round(peak, 1),
-                              "tflops": round(tflops, 2),
+                              "flops": flops, "tflops": tflops,
                               "pct_peak": round(100 * tflops / PEAK_TFLOPS[dtype], 2),
                               "graph_ms": None if graph is None else round(graph, 4)}
                     if mode:

@@ -86,8 +86,10 @@ def dot_precision(tile: Tile, dtype: torch.dtype) -> str:
     return "tf32"  # ignored by Triton for 16-bit operands
 
 
-def kernel_constexprs(geometry: Geometry, tile: Tile, dtype: torch.dtype) -> dict[str, object]:
-    """Compile-time parameters of every grid-pair kernel for this geometry and tile."""
+def kernel_constexprs(geometry: Geometry, tile: Tile, dtype: torch.dtype,
+                      wide: bool = False) -> dict[str, object]:
+    """Compile-time parameters of every grid-pair kernel for this geometry and tile; ``wide``:
+    some offset the launch reaches passes 2^31 (``probe.signature_of``)."""
     slots_main, slots_tail = slot_cover(geometry.slots)
     return {
         "FOCUS": geometry.focus,
@@ -100,6 +102,7 @@ def kernel_constexprs(geometry: Geometry, tile: Tile, dtype: torch.dtype) -> dic
         "BLOCK_M": tile.block_rows,
         "BLOCK_G": tile.block_grid,
         "PRECISION": dot_precision(tile, dtype),
+        "WIDE": wide,
     }
 
 

@@ -41,20 +41,38 @@ LAUNCH_SCALARS = {
 
 
 @triton.jit
+def _slot_offsets(slots, stride_d, frame_stride, FRAMES: tl.constexpr, WIDE: tl.constexpr):
+    """Offsets of the (d, k) slots: d * stride_d + k * frame_stride, in 64 bits when WIDE.
+
+    Rows are int64 already; the slot part is what overflows int32 first, (D-1) * stride_d on
+    degree-major views, so a launch whose reachable offsets pass 2^31 widens it too."""
+    degree = slots // FRAMES
+    frame = slots % FRAMES
+    if WIDE:
+        degree = degree.to(tl.int64)
+        frame = frame.to(tl.int64)
+    return degree * stride_d + frame * frame_stride
+
+
+@triton.jit
 def _load_rows(
     ptr, rows, n_rows, slots_main, slots_tail, stride_n, stride_d, stride_f, stride_c,
     FOCUS: tl.constexpr, FRAMES: tl.constexpr, CHANNELS: tl.constexpr, SLOTS: tl.constexpr,
+    WIDE: tl.constexpr,
 ):
     """Main and tail (rows, slots) tiles of a (N, D, F, K*C) operand read through its strides."""
     pair = rows // CHANNELS
     row_offsets = ((pair // FOCUS) * stride_n + (pair % FOCUS) * stride_f
                    + (rows % CHANNELS) * stride_c)[:, None]
     row_ok = (rows < n_rows)[:, None]
-    frame_stride = CHANNELS * stride_c
-    main_offsets = (slots_main // FRAMES) * stride_d + (slots_main % FRAMES) * frame_stride
+    if WIDE:
+        frame_stride = CHANNELS * stride_c.to(tl.int64)
+    else:
+        frame_stride = CHANNELS * stride_c
+    main_offsets = _slot_offsets(slots_main, stride_d, frame_stride, FRAMES, WIDE)
     main = tl.load(ptr + row_offsets + main_offsets[None, :],
                    mask=row_ok & (slots_main < SLOTS)[None, :], other=0.0)
-    tail_offsets = (slots_tail // FRAMES) * stride_d + (slots_tail % FRAMES) * frame_stride
+    tail_offsets = _slot_offsets(slots_tail, stride_d, frame_stride, FRAMES, WIDE)
     tail = tl.load(ptr + row_offsets + tail_offsets[None, :],
                    mask=row_ok & (slots_tail < SLOTS)[None, :], other=0.0)
     return main, tail
@@ -64,7 +82,7 @@ def _load_rows(
 def _store_rows(
     ptr, main, tail, rows, n_rows, slots_main, slots_tail,
     FOCUS: tl.constexpr, FRAMES: tl.constexpr, CHANNELS: tl.constexpr, SLOTS: tl.constexpr,
-    HAS_TAIL: tl.constexpr,
+    HAS_TAIL: tl.constexpr, WIDE: tl.constexpr,
 ):
     """Store main and tail (rows, slots) accumulators into a contiguous (N, D, F, K*C) result."""
     stride_f: tl.constexpr = FRAMES * CHANNELS
@@ -74,11 +92,11 @@ def _store_rows(
     row_offsets = ((pair // FOCUS) * stride_n + (pair % FOCUS) * stride_f
                    + rows % CHANNELS)[:, None]
     row_ok = (rows < n_rows)[:, None]
-    offsets = (slots_main // FRAMES) * stride_d + (slots_main % FRAMES) * CHANNELS
+    offsets = _slot_offsets(slots_main, stride_d, CHANNELS, FRAMES, WIDE)
     tl.store(ptr + row_offsets + offsets[None, :], main.to(ptr.dtype.element_ty),
              mask=row_ok & (slots_main < SLOTS)[None, :])
     if HAS_TAIL:
-        offsets = (slots_tail // FRAMES) * stride_d + (slots_tail % FRAMES) * CHANNELS
+        offsets = _slot_offsets(slots_tail, stride_d, CHANNELS, FRAMES, WIDE)
         tl.store(ptr + row_offsets + offsets[None, :], tail.to(ptr.dtype.element_ty),
                  mask=row_ok & (slots_tail < SLOTS)[None, :])
 
@@ -134,7 +152,7 @@ def _grid_pair_fwd_kernel(
     right_stride_n, right_stride_d, right_stride_f, right_stride_c,
     FOCUS: tl.constexpr, FRAMES: tl.constexpr, CHANNELS: tl.constexpr, GRID: tl.constexpr,
     SLOTS: tl.constexpr, SLOTS_MAIN: tl.constexpr, SLOTS_TAIL: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr, WIDE: tl.constexpr,
 ):
     """out = F^T [(T l) * (T r)] for one block of rows.
 
@@ -145,6 +163,7 @@ def _grid_pair_fwd_kernel(
         out_ptr: contiguous (N, D, F, K*C) result.
         n_rows: N * F * C.
         SLOTS_MAIN, SLOTS_TAIL: power-of-two cover of the D*K slots (tail 0: none).
+        WIDE: 64-bit slot offsets (some reachable offset passes 2^31).
         Launch grid: (cdiv(n_rows, BLOCK_M),).
     """
     HAS_TAIL: tl.constexpr = SLOTS_TAIL > 0
@@ -153,10 +172,10 @@ def _grid_pair_fwd_kernel(
     rows, s_main, s_tail = _rows_program(BLOCK_M, SLOTS_MAIN, TAIL)
     l_main, l_tail = _load_rows(left_ptr, rows, n_rows, s_main, s_tail, left_stride_n,
                                 left_stride_d, left_stride_f, left_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     r_main, r_tail = _load_rows(right_ptr, rows, n_rows, s_main, s_tail, right_stride_n,
                                 right_stride_d, right_stride_f, right_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     acc_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
     acc_tail = tl.zeros((BLOCK_M, TAIL), dtype=tl.float32)
     for start in range(0, GRID, BLOCK_G):
@@ -170,7 +189,7 @@ def _grid_pair_fwd_kernel(
         acc_main, acc_tail = _project_back(acc_main, acc_tail, field, f_main, f_tail,
                                            HAS_TAIL, PRECISION)
     _store_rows(out_ptr, acc_main, acc_tail, rows, n_rows, s_main, s_tail,
-                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL)
+                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
 
 
 @triton.jit(do_not_specialize=LAUNCH_SCALARS["bwd"])
@@ -182,7 +201,7 @@ def _grid_pair_bwd_kernel(
     right_stride_n, right_stride_d, right_stride_f, right_stride_c,
     FOCUS: tl.constexpr, FRAMES: tl.constexpr, CHANNELS: tl.constexpr, GRID: tl.constexpr,
     SLOTS: tl.constexpr, SLOTS_MAIN: tl.constexpr, SLOTS_TAIL: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr, WIDE: tl.constexpr,
 ):
     """g_l = T^T [(F go) * (T r)], g_r = T^T [(F go) * (T l)] for one block of rows.
 
@@ -198,13 +217,13 @@ def _grid_pair_bwd_kernel(
     rows, s_main, s_tail = _rows_program(BLOCK_M, SLOTS_MAIN, TAIL)
     go_main, go_tail = _load_rows(grad_out_ptr, rows, n_rows, s_main, s_tail,
                                   grad_out_stride_n, grad_out_stride_d, grad_out_stride_f,
-                                  grad_out_stride_c, FOCUS, FRAMES, CHANNELS, SLOTS)
+                                  grad_out_stride_c, FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     l_main, l_tail = _load_rows(left_ptr, rows, n_rows, s_main, s_tail, left_stride_n,
                                 left_stride_d, left_stride_f, left_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     r_main, r_tail = _load_rows(right_ptr, rows, n_rows, s_main, s_tail, right_stride_n,
                                 right_stride_d, right_stride_f, right_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     gl_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
     gl_tail = tl.zeros((BLOCK_M, TAIL), dtype=tl.float32)
     gr_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
@@ -223,9 +242,9 @@ def _grid_pair_bwd_kernel(
         gr_main, gr_tail = _project_back(gr_main, gr_tail, f_go * t_l, t_main, t_tail,
                                          HAS_TAIL, PRECISION)
     _store_rows(grad_left_ptr, gl_main, gl_tail, rows, n_rows, s_main, s_tail,
-                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL)
+                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
     _store_rows(grad_right_ptr, gr_main, gr_tail, rows, n_rows, s_main, s_tail,
-                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL)
+                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
 
 
 @triton.jit(do_not_specialize=LAUNCH_SCALARS["bwd2"])
@@ -242,7 +261,7 @@ def _grid_pair_bwd2_kernel(
     grad_grad_right_stride_c,
     FOCUS: tl.constexpr, FRAMES: tl.constexpr, CHANNELS: tl.constexpr, GRID: tl.constexpr,
     SLOTS: tl.constexpr, SLOTS_MAIN: tl.constexpr, SLOTS_TAIL: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr, WIDE: tl.constexpr,
 ):
     """Second backward for one block of rows, h_l, h_r the grad-grads of g_l, g_r:
     ggo = F^T [(T h_l)(T r) + (T l)(T h_r)], g2_l = T^T [(F go)(T h_r)],
@@ -261,21 +280,21 @@ def _grid_pair_bwd2_kernel(
     rows, s_main, s_tail = _rows_program(BLOCK_M, SLOTS_MAIN, TAIL)
     go_main, go_tail = _load_rows(grad_out_ptr, rows, n_rows, s_main, s_tail,
                                   grad_out_stride_n, grad_out_stride_d, grad_out_stride_f,
-                                  grad_out_stride_c, FOCUS, FRAMES, CHANNELS, SLOTS)
+                                  grad_out_stride_c, FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     l_main, l_tail = _load_rows(left_ptr, rows, n_rows, s_main, s_tail, left_stride_n,
                                 left_stride_d, left_stride_f, left_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     r_main, r_tail = _load_rows(right_ptr, rows, n_rows, s_main, s_tail, right_stride_n,
                                 right_stride_d, right_stride_f, right_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     hl_main, hl_tail = _load_rows(grad_grad_left_ptr, rows, n_rows, s_main, s_tail,
                                   grad_grad_left_stride_n, grad_grad_left_stride_d,
                                   grad_grad_left_stride_f, grad_grad_left_stride_c,
-                                  FOCUS, FRAMES, CHANNELS, SLOTS)
+                                  FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     hr_main, hr_tail = _load_rows(grad_grad_right_ptr, rows, n_rows, s_main, s_tail,
                                   grad_grad_right_stride_n, grad_grad_right_stride_d,
                                   grad_grad_right_stride_f, grad_grad_right_stride_c,
-                                  FOCUS, FRAMES, CHANNELS, SLOTS)
+                                  FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
     ggo_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
     ggo_tail = tl.zeros((BLOCK_M, TAIL), dtype=tl.float32)
     g2l_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
@@ -300,11 +319,11 @@ def _grid_pair_bwd2_kernel(
         ggo_main, ggo_tail = _project_back(ggo_main, ggo_tail, t_hl * t_r + t_l * t_hr,
                                            f_main, f_tail, HAS_TAIL, PRECISION)
     _store_rows(grad_grad_out_ptr, ggo_main, ggo_tail, rows, n_rows, s_main, s_tail,
-                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL)
+                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
     _store_rows(grad2_left_ptr, g2l_main, g2l_tail, rows, n_rows, s_main, s_tail,
-                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL)
+                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
     _store_rows(grad2_right_ptr, g2r_main, g2r_tail, rows, n_rows, s_main, s_tail,
-                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL)
+                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
 
 
 KERNELS = {

@@ -10,6 +10,7 @@ from torch.library import wrap_triton
 
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
 from gridpair.kernels import KERNELS, OPERANDS, RESULTS
+from gridpair.probe import needs_wide_offsets
 
 
 def pad_projector(projector: Tensor) -> Tensor:
@@ -45,7 +46,9 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     grid = launch_grid(n_rows, tile)
     kernel = KERNELS[op]
     runner = wrap_triton(kernel) if not _interpreted(kernel) else kernel
-    runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype),
+    # The same decision as the selector's signature, so the validated kernel is the one run.
+    wide = any(needs_wide_offsets(x) for x in operands)
+    runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype, wide),
                  num_warps=tile.num_warps, num_stages=tile.num_stages)
     return results
 

@@ -40,7 +40,7 @@ class Signature:
 
     dtype: torch.dtype
     aligned: tuple[bool, ...]  # per operand: base address a multiple of 16 bytes
-    wide: bool  # some stride or the row count needs 64-bit launch scalars
+    wide: bool  # some reachable offset, stride or the row count needs 64 bits
 
 
 @dataclass(frozen=True)
@@ -71,24 +71,44 @@ def is_plain(tensor: Tensor) -> bool:
     return type(tensor) in _PLAIN and tensor.device.type != "meta"
 
 
+def reachable_offset(tensor: Tensor) -> int | None:
+    """The largest element offset a kernel forms from ``tensor``'s strides,
+    sum over dims of (size - 1) * stride (0 when empty); None where a size or stride is
+    symbolic."""
+    sizes, strides = tensor.shape, tensor.stride()
+    if not all(type(v) is int for v in (*sizes, *strides)):
+        return None
+    if 0 in sizes:
+        return 0
+    return sum((size - 1) * stride for size, stride in zip(sizes, strides))
+
+
+def needs_wide_offsets(tensor: Tensor) -> bool:
+    """Whether a launch on this (N, D, F, K*C) operand forms an offset past 2^31 - 1: the
+    operand's reachable offset (``(D-1) * stride_d`` of a degree-major view passes it long
+    before any single stride does), a stride passed as a launch scalar, or the extent of the
+    contiguous results of its shape. Symbolic sizes are taken to fit 32 bits."""
+    reach = reachable_offset(tensor)
+    if reach is None:
+        return False
+    return max(reach, tensor.numel() - 1, *tensor.stride()) > _INT32_MAX
+
+
 def _layout(tensor: Tensor) -> tuple[bool, bool]:
     """(aligned, wide) of an operand as Triton specializes its launch: whether its first
-    element sits on a 16-byte boundary, and whether a stride or the row count needs 64-bit
-    launch scalars.
+    element sits on a 16-byte boundary, and whether it needs 64-bit offsets.
 
     Traced tensors have no address; Inductor allocates 16-byte aligned buffers and checks graph
     inputs, so their alignment is that of the storage offset (a symbolic offset counts as
-    unaligned), and their sizes are taken to fit 32 bits.
+    unaligned).
     """
     if is_plain(tensor):
-        nodes, _, focus, packed = tensor.shape
-        wide = max(tensor.stride()) > _INT32_MAX or nodes * focus * packed > _INT32_MAX
-        return tensor.data_ptr() % 16 == 0, wide
+        return tensor.data_ptr() % 16 == 0, needs_wide_offsets(tensor)
     # Imported here: it pulls in sympy (half a second), and only traced operands reach this.
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
     offset = tensor.storage_offset() * tensor.element_size()
-    return bool(statically_known_true(offset % 16 == 0)), False
+    return bool(statically_known_true(offset % 16 == 0)), needs_wide_offsets(tensor)
 
 
 def signature_of(operands: Sequence[Tensor]) -> Signature:
@@ -116,7 +136,7 @@ def compile_on_device(op: str, geometry: Geometry, tile: Tile, signature: Signat
     with torch.cuda.device(limits.index):
         compiled = kernel.warmup(
             *_placeholder_arguments(op, signature), grid=(1,),
-            **kernel_constexprs(geometry, tile, signature.dtype),
+            **kernel_constexprs(geometry, tile, signature.dtype, signature.wide),
             num_warps=tile.num_warps, num_stages=tile.num_stages,
         )
         compiled._init_handles()
@@ -132,7 +152,7 @@ def _ast_source(op: str, geometry: Geometry, tile: Tile, signature: Signature) -
     (constexprs and pointers carry attribute entries, aligned pointers a divisibility of 16),
     so a profile compile matches the JIT's specialization."""
     kernel = KERNELS[op]
-    constexprs = kernel_constexprs(geometry, tile, signature.dtype)
+    constexprs = kernel_constexprs(geometry, tile, signature.dtype, signature.wide)
     arguments = iter(_placeholder_arguments(op, signature))
     types: dict[str, str] = {}
     attrs: dict[tuple[int, ...], list[list[object]]] = {}

@@ -10,7 +10,11 @@ from benchmarks.sweep_tiles import ERROR_BOUND, tuned_entries
 from gridpair import tuned
 from gridpair.geometry import Geometry, Tile
 
-RECORD_KEYS = {"shape", "dtype", "pass", "impl", "ms", "peak_mib", "tflops"}
+RECORD_KEYS = {"shape", "dtype", "pass", "impl", "ms", "peak_mib", "flops", "tflops"}
+# P25 at 3 nodes: G=296, D=25, K=1, C=64, F=1; 2*G*D*K*C*N*F flops per grid-pair product, and
+# the benchmark's documented product counts per pass (3 in a forward, 16 in a force step).
+P25_PRODUCT_FLOPS = 2 * 296 * 25 * 1 * 64 * 3 * 1
+PRODUCTS = {"fwd": 3, "force": 16}
 
 
 def test_bench_writes_one_record_per_shape_dtype_pass_and_impl(tmp_path, capsys):
@@ -26,7 +30,12 @@ def test_bench_writes_one_record_per_shape_dtype_pass_and_impl(tmp_path, capsys)
     for record in records:
         assert RECORD_KEYS <= set(record), record
         assert record["shape"] == "P25-C64-F1-K1-G296-N3"
-        assert record["ms"] > 0 and record["tflops"] > 0
+        assert record["ms"] > 0
+        assert record["flops"] == PRODUCTS[record["pass"]] * P25_PRODUCT_FLOPS
+        # Whatever the machine's speed: the throughput is the work over the time.
+        expected = record["flops"] / (record["ms"] * 1e-3) / 1e12
+        assert record["tflops"] > 0
+        assert abs(record["tflops"] - expected) <= 1e-9 * expected, record
     assert "P25-C64-F1-K1-G296-N3" in capsys.readouterr().out  # the printed table
 
 
