@@ -210,7 +210,12 @@ def test_pyproject_bounds_are_the_checked_ones() -> None:
 
 
 def _run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(cwd)])}
+    # Autoload off: `-p pytest_coldcompile.plugin` loads the plugin, installed or not.
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(cwd)]),
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
