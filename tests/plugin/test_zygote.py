@@ -242,3 +242,23 @@ def test_an_inline_run_stops_its_zygote(cold: pytest.Pytester) -> None:
     zygote = int((cold.path / "zygote.pid").read_text())
     assert zygote != os.getpid()
     assert _gone(zygote)
+
+
+NVML_PROBE = """
+import os
+AT_IMPORT = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+
+def test_env():
+    assert AT_IMPORT == {expected!r}
+"""
+
+
+def test_collection_probes_ask_nvml_unless_the_user_says_otherwise(cold: pytest.Pytester) -> None:
+    # torch.cuda.is_available() reads this at each call: with "1" it asks NVML and leaves the
+    # CUDA driver uninitialized, so a skipif at collection does not rule out forking.
+    cold._monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    cold.makepyfile(NVML_PROBE.format(expected="1"))
+    run(cold).assert_outcomes(passed=1)
+    cold._monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "0")
+    cold.makepyfile(NVML_PROBE.format(expected="0"))
+    run(cold).assert_outcomes(passed=1)
