@@ -247,6 +247,23 @@ def test_a_tuned_tiles_file_comes_before_the_table(profile, monkeypatch, tmp_pat
                            "num_warps": 4}])], "needs positive integers"),
     ([_tuned_entry(tiles=[{"block_rows": 16, "block_grid": 16, "num_stages": 2,
                            "num_warps": 4, "fp32_dots": "tf32"}])], "fp32_dots 'tf32'"),
+    ([_tuned_entry(tiles=[{"block_rows": 24, "block_grid": 16, "num_stages": 2,
+                           "num_warps": 4}])],
+     r"entry 0, tile 0 .*block_rows=24: expected a power of two >= 16"),
+    ([_tuned_entry(), _tuned_entry(tiles=[
+        {"block_rows": 16, "block_grid": 16, "num_stages": 2, "num_warps": 4},
+        {"block_rows": 16, "block_grid": 8, "num_stages": 2, "num_warps": 4}])],
+     r"entry 1, tile 1 .*block_grid=8: expected a power of two >= 16"),
+    ([_tuned_entry(tiles=[{"block_rows": 16, "block_grid": 16, "num_stages": 2,
+                           "num_warps": 6}])], r"num_warps=6: expected a power of two"),
+    ([_tuned_entry(tiles=[{"block_rows": 16, "block_grid": 16, "num_stages": 2,
+                           "num_warps": 64}])], r"num_warps=64: expected a power of two"),
+    ([_tuned_entry(tiles=[{"block_rows": 16, "block_grid": 16, "num_stages": -1,
+                           "num_warps": 4}])], "needs positive integers"),
+    ([_tuned_entry(tiles=[{"block_rows": 16, "block_grid": 16, "num_stages": 2,
+                           "num_warps": 4, "fp32_dots": "ieee"}])],
+     r"fp32_dots='ieee': applies to float32 only, not torch\.bfloat16"),
+    ([_tuned_entry(dtype="float64")], "dtype 'float64' has no fused kernel"),
 ])
 def test_a_bad_tuned_tiles_file_names_what_is_wrong(tmp_path, monkeypatch, entries, message):
     path = tmp_path / "tiles.json"
@@ -254,7 +271,39 @@ def test_a_bad_tuned_tiles_file_names_what_is_wrong(tmp_path, monkeypatch, entri
     monkeypatch.setenv(tuned.TUNED_TILES_ENV, str(path))
     with pytest.raises(ValueError, match=message) as raised:
         tuned.lookup("NVIDIA H200", "fwd", torch.bfloat16, Geometry(**P147))
-    assert tuned.TUNED_TILES_ENV in str(raised.value)
+    assert f"{tuned.TUNED_TILES_ENV}={path}" in str(raised.value)
+
+
+def test_an_edited_tuned_tiles_file_is_read_again(tmp_path, monkeypatch):
+    path = tmp_path / "tiles.json"
+    monkeypatch.setenv(tuned.TUNED_TILES_ENV, str(path))
+    key = ("NVIDIA H100", "fwd", torch.bfloat16, Geometry(**P147))
+    for tile in (Tile(32, 16, 2, 4), Tile(64, 32, 3, 8)):
+        path.write_text(json.dumps([_tuned_entry(device="NVIDIA H100",
+                                                 tiles=[tile.as_dict()])]))
+        assert tuned.lookup(*key) == (tile,)
+    path.write_text("[]")
+    assert tuned.lookup(*key) == ()
+
+
+BROKEN_TILES = [Tile(24, 16, 1, 4), Tile(16, 8, 1, 4), Tile(16, 16, 1, 6)]
+
+
+def test_the_tuned_file_rules_are_the_compilers(profile):
+    """The loader's rules against Triton itself: the tiles it rejects do not compile, their
+    nearest legal neighbour does (a profile compile, no GPU needed)."""
+    from gridpair.probe import compile_candidate
+
+    profile("h100")
+    geometry, signature = Geometry(4, 1, 1, 16, 16), Signature(torch.bfloat16, (True, True), False)
+    limits = devices.limits_for(torch.device("cpu"))
+    compile_candidate("fwd", geometry, Tile(16, 16, 1, 4), signature, limits)
+    for tile in BROKEN_TILES:
+        assert tuned.tile_rule_broken(tile, torch.bfloat16) is not None, tile
+        with pytest.raises((CompilationError, AssertionError)):
+            compile_candidate("fwd", geometry, tile, signature, limits)
+    for (_, _, dtype, _), tiles in tuned.TUNED.items():
+        assert all(tuned.tile_rule_broken(tile, dtype) is None for tile in tiles), tiles
 
 
 def test_no_fused_kernel_for_float64_falls_back_without_compiling(profile, compiles):
