@@ -1,0 +1,137 @@
+"""pytest-timeout and other exceptions raised in the pytest process while a cold child runs.
+
+pytest-timeout is active in the cold child as in the parent: its timer fires in the child,
+inside the test, whatever its method; the parent kills the child and carries on otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from coldhelp import needs_fork, run
+
+pytestmark = needs_fork
+
+pytest.importorskip("pytest_timeout")
+
+HANGS = """
+import os, time, pytest
+
+@pytest.mark.cold_compile
+@pytest.mark.timeout(3)
+def test_hangs():
+    with open("child.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+
+def test_next():
+    pass
+"""
+
+
+def child_gone(path: Path) -> bool:
+    pid = int(path.read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state == "Z"
+
+
+@pytest.mark.parametrize("method", ["signal", "thread"])
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_a_pytest_timeout_fails_the_cold_test_and_the_session_goes_on(
+    cold: pytest.Pytester, mode: str, method: str
+) -> None:
+    cold.makepyfile(HANGS)
+    began = time.monotonic()
+    result = run(cold, "-p", "timeout", f"--timeout-method={method}", f"--cold-compile-mode={mode}")
+    assert time.monotonic() - began < 60
+    result.assert_outcomes(failed=1, passed=1)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*_ test_hangs _*", "*Timeout*"])
+    assert child_gone(cold.path / "child.pid")
+
+
+ALARM = """
+import os, signal, pytest
+
+PARENT = os.environ.setdefault("ALARM_PARENT_PID", str(os.getpid()))
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item):
+    # Only in the pytest process: a cold child runs this hook too.
+    armed = str(os.getpid()) == PARENT and item.name == "test_hangs"
+    if armed:
+        def ring(signum, frame):
+            if not os.path.exists("child.pid"):  # not in the test body yet: ring again
+                signal.setitimer(signal.ITIMER_REAL, 0.2)
+                return
+            raise {exception}
+        signal.signal(signal.SIGALRM, ring)
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        return (yield)
+    finally:
+        if armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+"""
+
+HANGS_UNMARKED = """
+import os, time, pytest
+
+@pytest.mark.cold_compile
+def test_hangs():
+    with open("child.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+
+def test_next():
+    pass
+"""
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_a_base_exception_in_the_parent_kills_the_child_and_fails_the_test(
+    cold: pytest.Pytester, mode: str
+) -> None:
+    cold.makeconftest(
+        (cold.path / "conftest.py").read_text()
+        + ALARM.format(exception='pytest.fail("the parent was interrupted")')
+    )
+    cold.makepyfile(HANGS_UNMARKED)
+    began = time.monotonic()
+    result = run(cold, f"--cold-compile-mode={mode}")
+    assert time.monotonic() - began < 60
+    result.assert_outcomes(failed=1, passed=1)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_hangs _*",
+            "*.py:3: Failed: the parent was interrupted",
+            "*process group was killed*",
+        ]
+    )
+    assert child_gone(cold.path / "child.pid")
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_a_keyboard_interrupt_in_the_parent_kills_the_child_and_stops_the_session(
+    cold: pytest.Pytester, mode: str
+) -> None:
+    cold.makeconftest(
+        (cold.path / "conftest.py").read_text() + ALARM.format(exception="KeyboardInterrupt")
+    )
+    cold.makepyfile(HANGS_UNMARKED)
+    began = time.monotonic()
+    result = run(cold, f"--cold-compile-mode={mode}")
+    assert time.monotonic() - began < 60
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+    result.stdout.no_fnmatch_line("*1 passed*")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert child_gone(cold.path / "child.pid")
