@@ -112,8 +112,13 @@ def all_selectors() -> list[Any]:
 _watched: set[str] = set()  # entry point names with a post-import hook in place
 
 
-def watch_entry_points() -> None:
-    """Load each pending entry point right after its module is imported, in this process."""
+def watch_entry_points(raise_errors: bool = False) -> None:
+    """Load each pending entry point right after its module is imported, in this process.
+
+    A selector that fails to load raises SelectorError from the importer's `import` with
+    raise_errors (a cold child, where an unreset selector would break the promise); otherwise
+    the next all_selectors() call raises it, where a test asked for selectors.
+    """
     for ep in pending_entry_points():
         if ep.name in _watched:
             continue
@@ -124,9 +129,8 @@ def watch_entry_points() -> None:
             try:
                 _load(ep)
             except SelectorError:
-                # Raised here it would break the importer's `import`; the next all_selectors()
-                # loads it again and raises where a test asked for selectors.
-                pass
+                if raise_errors:
+                    raise
 
         import_hooks.when_imported(ep.module, load)
 
