@@ -244,6 +244,32 @@ def test_an_inline_run_stops_its_zygote(cold: pytest.Pytester) -> None:
     assert _gone(zygote)
 
 
+def _children() -> set[int]:
+    """Live (not zombie) child processes of this process."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            found.add(int(entry))
+    return found
+
+
+def test_an_inline_run_without_cold_tests_stops_its_idle_zygote(cold: pytest.Pytester) -> None:
+    # auto, no cold test: the zygote forked before collection is never used, and no engine
+    # owns it; the config's cleanup must end it.
+    cold.makepyfile("def test_plain():\n    pass\n")
+    before = _children()
+    reprec = cold.inline_run("-p", "no:cacheprovider")
+    reprec.assertoutcome(passed=1)
+    assert _children() - before == set()
+
+
 NVML_PROBE = """
 import os
 AT_IMPORT = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
