@@ -226,9 +226,18 @@ class SmemCap:
                 original = staticmethod(_unwrap(bound.__func__))
                 self._undo[-1] = lambda: setattr(cuda_interface, "get_device_properties", original)
         cache = getattr(mod, "caching_worker_device_properties", None)
-        if isinstance(cache, dict) and "cuda" in cache:
-            saved = cache.pop("cuda")
-            self._undo.append(lambda: cache.__setitem__("cuda", saved))
+        if isinstance(cache, dict):
+            # Inductor's workers read device properties recorded here, by the first caller:
+            # drop uncapped ones now, and on removal whatever was recorded under the cap.
+            had = "cuda" in cache
+            saved = cache.pop("cuda", None)
+
+            def restore() -> None:
+                cache.pop("cuda", None)
+                if had:
+                    cache["cuda"] = saved
+
+            self._undo.append(restore)
 
     def _patch_dynamo_constants(self, mod: ModuleType) -> None:
         # Dynamo treats real device-properties objects as constants; let the proxy be one too.

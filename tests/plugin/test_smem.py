@@ -8,6 +8,7 @@ loads a kernel sees the cap, and that a kernel over it fails with Triton's OutOf
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from coldhelp import conftest, needs_fork, run
@@ -48,6 +49,7 @@ torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(
 
 device._probe_uncached = lambda: device.DeviceFacts(
     (device.Gpu(0, "Fake H200", H200, 49152, (9, 0)),))
+torch.version.cuda = torch.version.cuda or "12.8"  # a CUDA build, as on a GPU machine
 """
 
 CAP_TESTS = """
@@ -206,10 +208,96 @@ def test_without_a_gpu_device_markers_skip_and_cuda_is_never_touched(cold: pytes
     result.stdout.fnmatch_lines(
         [
             "*requires_cuda: needs a CUDA device; no NVIDIA driver on this machine "
-            "(/dev/nvidiactl is missing)",
+            "(/dev/nvidiactl is missing)*",
             "*requires_smem(200000): needs a CUDA device; no NVIDIA driver on this machine*",
         ]
     )
+
+
+FAKE_GPU_ONLY = """
+import pytest_coldcompile.device as device
+
+device._probe_uncached = lambda: device.DeviceFacts(
+    (device.Gpu(0, "Fake H200", 232448, 49152, (9, 0)),))
+"""
+
+
+@pytest.mark.parametrize("args", [[], ["--cold-compile"]], ids=["in-process", "cold"])
+def test_a_gpu_with_a_cpu_build_of_torch_skips_naming_the_build(
+    pytester: pytest.Pytester, args: list[str]
+) -> None:
+    from pytest_coldcompile.device_markers import torch_build
+
+    found = torch_build()  # importing torch here would clash with pytester's module snapshots
+    if found is None or found[1]:
+        pytest.skip("needs a CPU build of torch")
+    pytester.makeconftest(conftest(FAKE_GPU_ONLY))
+    pytester.makepyfile(
+        test_markers="""
+        import sys, pytest
+
+        @pytest.mark.requires_cuda
+        def test_cuda():
+            pass
+
+        @pytest.mark.requires_smem(1024)
+        def test_smem():
+            pass
+
+        def test_torch_was_not_imported_to_decide():
+            assert "torch" not in sys.modules
+        """
+    )
+    result = run(pytester, "-rs", *args)
+    result.assert_outcomes(passed=1, skipped=2)
+    build = f"torch {found[0]} is a CPU build"
+    result.stdout.fnmatch_lines(
+        [
+            f"*requires_cuda: needs a CUDA device; {build}",
+            f"*requires_smem(1024): needs a CUDA device; {build}",
+        ]
+    )
+
+
+def test_torch_build_is_read_from_version_py_without_importing(tmp_path, monkeypatch) -> None:
+    from pytest_coldcompile import device_markers
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    version = "from typing import Optional\n__version__ = '9.9.9+{}'\ncuda: Optional[str] = {}\n"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    (package / "version.py").write_text(version.format("cu128", "'12.8'"))
+    assert device_markers.torch_build() == ("9.9.9+cu128", True)
+    (package / "version.py").write_text(version.format("cpu", "None"))
+    assert device_markers.torch_build() == ("9.9.9+cpu", False)
+    assert "torch" not in sys.modules
+
+
+def test_removing_a_cap_drops_the_device_properties_recorded_under_it() -> None:
+    pytest.importorskip("torch")
+    import torch._dynamo.device_interface as interface
+
+    from pytest_coldcompile import smem_cap
+
+    cache = interface.caching_worker_device_properties
+    saved = cache.pop("cuda", None)
+    try:
+        cap = smem_cap.install(1024)
+        cache["cuda"] = ["recorded under the cap"]  # as CudaInterface.Worker records them
+        cap.remove()
+        assert "cuda" not in cache
+        cache["cuda"] = ["recorded before the cap"]
+        cap = smem_cap.install(1024)
+        assert "cuda" not in cache  # the workers must ask again, capped
+        cache["cuda"] = ["recorded under the cap"]
+        cap.remove()
+        assert cache["cuda"] == ["recorded before the cap"]
+    finally:
+        cache.pop("cuda", None)
+        if saved is not None:
+            cache["cuda"] = saved
 
 
 def test_gpu_assignment_for_xdist_workers(monkeypatch: pytest.MonkeyPatch) -> None:
