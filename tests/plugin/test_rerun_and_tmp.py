@@ -13,6 +13,7 @@ pytestmark = needs_fork
 
 MODES = {"in-process": [], "fork": ["--cold-compile", "--cold-compile-mode=fork"]}
 MODES["spawn"] = ["--cold-compile", "--cold-compile-mode=spawn"]
+MODES["zygote"] = ["--cold-compile", "--cold-compile-mode=zygote"]
 
 TMP = """
 import os

@@ -43,7 +43,7 @@ def child_gone(path: Path) -> bool:
 
 
 @pytest.mark.parametrize("method", ["signal", "thread"])
-@pytest.mark.parametrize("mode", ["fork", "spawn"])
+@pytest.mark.parametrize("mode", ["fork", "spawn", "zygote"])
 def test_a_pytest_timeout_fails_the_cold_test_and_the_session_goes_on(
     cold: pytest.Pytester, mode: str, method: str
 ) -> None:
@@ -95,7 +95,7 @@ def test_next():
 """
 
 
-@pytest.mark.parametrize("mode", ["fork", "spawn"])
+@pytest.mark.parametrize("mode", ["fork", "spawn", "zygote"])
 def test_a_base_exception_in_the_parent_kills_the_child_and_fails_the_test(
     cold: pytest.Pytester, mode: str
 ) -> None:
@@ -119,7 +119,7 @@ def test_a_base_exception_in_the_parent_kills_the_child_and_fails_the_test(
     assert child_gone(cold.path / "child.pid")
 
 
-@pytest.mark.parametrize("mode", ["fork", "spawn"])
+@pytest.mark.parametrize("mode", ["fork", "spawn", "zygote"])
 def test_a_keyboard_interrupt_in_the_parent_kills_the_child_and_stops_the_session(
     cold: pytest.Pytester, mode: str
 ) -> None:
