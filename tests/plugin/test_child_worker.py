@@ -23,7 +23,7 @@ def test_worker(n, worker_id, testrun_uid, request, cold_state):
 """
 
 
-@pytest.mark.parametrize("mode", ["fork", "spawn"])
+@pytest.mark.parametrize("mode", ["fork", "zygote", "spawn"])
 def test_worker_id_agrees_in_every_mode(cold: pytest.Pytester, mode: str) -> None:
     pytest.importorskip("xdist")
     cold.makepyfile(test_workers=WORKER_TESTS)
@@ -45,5 +45,5 @@ def test_outside_xdist_a_cold_child_is_master(cold: pytest.Pytester) -> None:
             assert not hasattr(request.config, "workerinput")
         """
     )
-    for mode in ("fork", "spawn"):
+    for mode in ("fork", "zygote", "spawn"):
         run(cold, "--cold-compile", f"--cold-compile-mode={mode}").assert_outcomes(passed=1)
