@@ -230,6 +230,8 @@ def _record_junitxml(config: pytest.Config, orders: dict[str, Any], test_dir: st
     xml = config.stash.get(xml_key, None)
     if xml is not None:  # forked: the parent's LogXML, copied
         family = str(getattr(xml, "family", "xunit1"))
+    elif orders.get("mode") == "fork":  # forked from a parent that writes no XML
+        return
     elif "junit_family" in orders:  # re-collected: the parent said whether it writes XML
         if orders["junit_family"] is None:
             return

@@ -24,7 +24,7 @@ def test_in_process(record_xml_attribute, record_testsuite_property):
 """
 
 
-@pytest.mark.parametrize("mode", ["fork", "spawn"])
+@pytest.mark.parametrize("mode", ["fork", "zygote", "spawn"])
 def test_junitxml_attributes_and_suite_properties_come_back(
     cold: pytest.Pytester, mode: str
 ) -> None:

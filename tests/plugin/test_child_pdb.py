@@ -25,7 +25,7 @@ def test_last():
 """
 
 
-@pytest.mark.parametrize("mode", ["fork", "spawn"])
+@pytest.mark.parametrize("mode", ["fork", "zygote", "spawn"])
 def test_pdb_reports_failures_and_the_session_goes_on(cold: pytest.Pytester, mode: str) -> None:
     cold.makepyfile(TESTS)
     result = run(cold, "--cold-compile", f"--cold-compile-mode={mode}", "--pdb")
