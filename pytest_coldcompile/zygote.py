@@ -6,6 +6,7 @@ forks one child per cold test, which re-collects its test by node id as a spawne
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -84,6 +85,10 @@ class Zygote:
                 importlib.import_module(name)
             except Exception:
                 failed.append(f"import {name}:\n{traceback.format_exc()}")
+        # What is here now lives as long as the zygote: out of the collector's sight, each
+        # child's pytest.main skips it in its gc passes (half a second per child with torch
+        # loaded) and does not copy its pages by touching their reference counts.
+        gc.freeze()
         if failed:
             raise ImportError("cold_compile_preload: " + "\n".join(failed))
 
