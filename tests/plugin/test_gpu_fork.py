@@ -1,17 +1,23 @@
-"""GPU tests of forked cold children and of GPU assignment under xdist (skipped without a GPU).
+"""GPU tests of forked and zygote cold children and of GPU assignment under xdist (skipped
+without a GPU).
 
-Nothing here touches CUDA at collection (importing torch and triton does not load the CUDA
-driver), so `auto` forks: the fork server was forked before any test ran, so its children
-may initialize CUDA themselves, even after an in-process test did.
+Nothing here initializes CUDA at collection (importing torch and triton maps libcuda but does
+not initialize it), so `auto` forks: the fork server was forked before any test ran, so its
+children may initialize CUDA themselves, even after an in-process test did. The pytester runs
+at the end make collection initialize CUDA, where `auto` must use the zygote.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from importlib import metadata
+from xml.etree import ElementTree
 
 import pytest
 import triton
 import triton.language as tl
+from coldhelp import conftest, run
 
 
 @triton.jit
@@ -58,14 +64,20 @@ def test_forked_child_uses_cuda(cold_state, record_property):
 def test_each_worker_child_sees_one_gpu(i, record_property):
     import torch
 
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    record_property("worker", worker)
+    from pytest_coldcompile import device
+
+    worker = device.xdist_worker_index()
+    record_property("worker", os.environ.get("PYTEST_XDIST_WORKER", ""))
     record_property("cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     record_property("device_count", torch.cuda.device_count())
     record_property("gpu", _gpu_identity())
-    torch.ones(4, device="cuda").sum().item()
-    if worker:
+    assert torch.ones(4, device="cuda").sum().item() == 4.0
+    if worker is None:
+        # Not narrowed: the child sees what a probe of this environment sees, all of it.
+        assert torch.cuda.device_count() == len(device.facts().gpus) >= 1
+    else:
         assert torch.cuda.device_count() == 1
+        assert os.environ["CUDA_VISIBLE_DEVICES"], "a worker's child is given one GPU"
 
 
 @pytest.mark.requires_cuda
@@ -80,9 +92,77 @@ def test_warm_triton_kernel_in_process():
 def test_cold_child_does_not_inherit_the_warm_triton_kernel(cold_state):
     from pytest_coldcompile import device
 
-    assert device.cuda_driver_loaded() is False, "the fork server was forked before CUDA"
+    assert device.cuda_driver_initialized() is False, "the fork server was forked before CUDA"
     assert _jit_cache_entries() == 0, "the warm test's kernel is in this child"
     assert _bump() == [1.0] * 16
     assert _jit_cache_entries() == 1
     triton_cache = os.path.join(cold_state.cache_dir, "triton", "cache")
     assert os.listdir(triton_cache), "the kernel was not compiled into the private cache"
+
+
+GPU_PER_WORKER = """
+import os, pytest, torch
+
+@pytest.mark.parametrize("i", range(6))
+def test_gpu(i, record_property, cold_state, worker_id):
+    props = torch.cuda.get_device_properties(0)
+    record_property("worker", worker_id)
+    record_property("gpu", str(getattr(props, "uuid", "")) or props.name)
+    record_property("device_count", torch.cuda.device_count())
+    assert torch.ones(4, device="cuda").sum().item() == 4.0
+"""
+
+# Collection initializes CUDA in the pytest process (a conftest making a CUDA tensor).
+CUDA_AT_COLLECTION = "import torch\n_ON_GPU = torch.zeros(1, device='cuda')\n"
+
+
+def _plugin_args() -> list[str]:
+    # Not installed (the GPU machine runs from the repository): name the plugin explicitly.
+    names = {ep.name for ep in metadata.entry_points(group="pytest11")}
+    return [] if "coldcompile" in names else ["-p", "pytest_coldcompile.plugin"]
+
+
+def _two_gpus() -> None:
+    from pytest_coldcompile import device
+
+    if len(device.facts().gpus) < 2:
+        pytest.skip("needs two GPUs")
+
+
+@pytest.mark.parametrize(
+    ("mode", "collection_cuda", "chosen"),
+    [
+        ("auto", False, "fork"),
+        ("auto", True, "zygote"),
+        ("zygote", False, "zygote"),
+        ("spawn", False, "spawn"),
+    ],
+)
+def test_xdist_workers_children_use_different_gpus(
+    pytester: pytest.Pytester, mode: str, collection_cuda: bool, chosen: str
+) -> None:
+    _two_gpus()
+    pytester.makeconftest(conftest(CUDA_AT_COLLECTION if collection_cuda else ""))
+    pytester.makepyfile(test_gpu_per_worker=GPU_PER_WORKER)
+    result = run(
+        pytester,
+        *_plugin_args(),
+        "-n",
+        "2",
+        "--cold-compile",
+        f"--cold-compile-mode={mode}",
+        "--junitxml=junit.xml",
+        "--cold-compile-report=report.json",
+        timeout=400,
+    )
+    result.assert_outcomes(passed=6)
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert {entry["mode"] for entry in report.values()} == {chosen}
+    gpus: dict[str, set[str]] = {}
+    for case in ElementTree.parse(pytester.path / "junit.xml").getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert props["device_count"] == "1"
+        gpus.setdefault(str(props["worker"]), set()).add(str(props["gpu"]))
+    assert set(gpus) == {"gw0", "gw1"}, "both workers ran cold tests"
+    assert all(len(seen) == 1 for seen in gpus.values()), gpus
+    assert gpus["gw0"] != gpus["gw1"], "the workers' children share a GPU"
