@@ -135,3 +135,57 @@ def test_a_keyboard_interrupt_in_the_parent_kills_the_child_and_stops_the_sessio
     result.stdout.no_fnmatch_line("*1 passed*")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert child_gone(cold.path / "child.pid")
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_pytest_exit_in_the_parent_kills_the_child_and_stops_the_session(
+    cold: pytest.Pytester, mode: str
+) -> None:
+    cold.makeconftest(
+        (cold.path / "conftest.py").read_text()
+        + ALARM.format(exception='pytest.exit("stopped by the parent")')
+    )
+    cold.makepyfile(HANGS_UNMARKED)
+    result = run(cold, f"--cold-compile-mode={mode}")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*Exit: stopped by the parent*"])
+    result.stdout.no_fnmatch_line("*passed*")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert child_gone(cold.path / "child.pid")
+
+
+BLOCKS_ALARM = """
+import os, signal, time, pytest
+
+@pytest.mark.cold_compile
+@pytest.mark.timeout(1)
+def test_deaf():
+    # As a test stuck in C code: pytest-timeout's SIGALRM never reaches Python.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    with open("child.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+
+def test_next():
+    pass
+"""
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_the_parent_kills_a_child_whose_pytest_timeout_cannot_fire(
+    cold: pytest.Pytester, mode: str
+) -> None:
+    cold.makeconftest(
+        (cold.path / "conftest.py").read_text()
+        + "\nimport pytest_coldcompile.plugin as cold_plugin\n"
+        + "cold_plugin.TIMEOUT_PLUGIN_ALLOWANCE = 2\n"
+    )
+    cold.makepyfile(BLOCKS_ALARM)
+    began = time.monotonic()
+    result = run(cold, "-p", "timeout", "--timeout-method=signal", f"--cold-compile-mode={mode}")
+    assert time.monotonic() - began < 60
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        ["*timeout: the cold child ran longer than 3 s (pytest-timeout's 1 s*plus 2 s)*"]
+    )
+    assert child_gone(cold.path / "child.pid")
