@@ -4,6 +4,7 @@ is kept (or not) exactly as in-process."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,6 @@ def test_tmp_path_follows_the_retention_policy(
     assert kept(cold, "passed.txt") == (policy == "all")
 
 
-pytest.importorskip("pytest_rerunfailures")
-
 FLAKY = """
 import os, pytest
 
@@ -82,6 +81,9 @@ def attempts(pytester: pytest.Pytester, name: str) -> list[int]:
     return [int(line) for line in (pytester.path / name).read_text().split()]
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("pytest_rerunfailures") is None, reason="needs pytest-rerunfailures"
+)
 @pytest.mark.parametrize("mode", list(MODES))
 def test_reruns_behave_as_in_process_each_in_a_fresh_child(
     cold: pytest.Pytester, mode: str

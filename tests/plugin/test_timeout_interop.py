@@ -6,6 +6,7 @@ inside the test, whatever its method; the parent kills the child and carries on 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from pathlib import Path
@@ -15,7 +16,9 @@ from coldhelp import needs_fork, run
 
 pytestmark = needs_fork
 
-pytest.importorskip("pytest_timeout")
+needs_timeout_plugin = pytest.mark.skipif(
+    importlib.util.find_spec("pytest_timeout") is None, reason="needs pytest-timeout"
+)
 
 HANGS = """
 import os, time, pytest
@@ -42,6 +45,7 @@ def child_gone(path: Path) -> bool:
     return state == "Z"
 
 
+@needs_timeout_plugin
 @pytest.mark.parametrize("method", ["signal", "thread"])
 @pytest.mark.parametrize("mode", ["fork", "spawn", "zygote"])
 def test_a_pytest_timeout_fails_the_cold_test_and_the_session_goes_on(
@@ -171,6 +175,7 @@ def test_next():
 """
 
 
+@needs_timeout_plugin
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
 def test_the_parent_kills_a_child_whose_pytest_timeout_cannot_fire(
     cold: pytest.Pytester, mode: str
