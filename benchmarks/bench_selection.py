@@ -4,23 +4,69 @@
 
 Runs on the CPU with a device profile (GRIDPAIR_DEVICE); on a GPU the same call also reads
 Triton's (lru-cached) shared-memory limit of the device.
+
+    python benchmarks/bench_selection.py --cold [--workers 1 2 ...]
+
+Cold selection instead: the six searches of a P147 force step (fwd, bwd, bwd2 x bf16, fp32),
+each run in a fresh process with an empty Triton cache, once per worker count; the forward of
+each dtype is chosen first and its backwards right after, as tracing the step does. Figures
+(RESULTS) are the wall time of the six ``choose`` calls.
 """
 
 import argparse
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+_COLD_CHILD = """
+import sys, time, torch
+from gridpair.selector import LaunchSelector
+selector = LaunchSelector(workers=int(sys.argv[1]))
+start = time.perf_counter()
+for dtype in (torch.bfloat16, torch.float32):
+    operands = [torch.zeros(300, 49, 2, 288, dtype=dtype) for _ in range(5)]
+    projectors = (torch.zeros(584, 147, dtype=dtype),) * 2
+    for op, count in (("fwd", 2), ("bwd", 3), ("bwd2", 5)):
+        assert selector.choose(op, operands[:count], projectors, 3) is not None
+print(f"{time.perf_counter() - start:.2f}")
+selector.idle()
+"""
+
+
+def cold(profile: str, workers: list[int], repeats: int) -> None:
+    for count in workers:
+        seconds = []
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory() as cache:
+                env = {**os.environ, "GRIDPAIR_DEVICE": profile, "TRITON_CACHE_DIR": cache,
+                       "PYTHONPATH": str(ROOT)}
+                env.pop("PYTEST_COLDCOMPILE_SMEM_LIMIT", None)
+                run = subprocess.run([sys.executable, "-c", _COLD_CHILD, str(count)],
+                                     env=env, capture_output=True, text=True, check=True)
+                seconds.append(float(run.stdout.split()[-1]))
+        print(f"cold selection, six ops of a P147 step on {profile}, workers={count}: "
+              f"median {statistics.median(seconds):.1f} s of {repeats} "
+              f"({', '.join(f'{s:.1f}' for s in seconds)})")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--profile", default="h200")
+    parser.add_argument("--cold", action="store_true", help="time cold searches instead")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, os.cpu_count() or 1])
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
+    if args.cold:
+        cold(args.profile, args.workers, args.repeats)
+        return 0
     os.environ.setdefault("GRIDPAIR_DEVICE", args.profile)
 
     import torch
