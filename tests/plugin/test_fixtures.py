@@ -29,9 +29,9 @@ def test_compile_counter_counts_and_fails_with_the_recompile_reasons(cold: pytes
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*compile_counter: frames: expected 1, got 2",
-            "recompile reasons:",
-            "  - double_sum: *size mismatch at index 0. expected 4, actual 5",
+            "E*AssertionError: compile_counter: frames: expected 1, got 2",
+            "E*recompile reasons:",
+            "E*  - double_sum: *size mismatch at index 0. expected 4, actual 5",
         ]
     )
     result.stdout.no_fnmatch_line("*backward: expected*")  # only the counts that differ

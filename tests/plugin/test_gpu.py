@@ -200,6 +200,36 @@ def test_in_process_the_same_kernel_loads_once_the_cap_is_gone():
     torch.testing.assert_close(c, a @ b, atol=1e-1, rtol=1e-2)
 
 
+@pytest.mark.requires_cuda
+def test_a_removed_cap_leaves_inductor_workers_uncapped():
+    """Inductor's compile workers read device properties recorded by the first caller."""
+    from torch._dynamo import device_interface
+
+    from pytest_coldcompile import smem_cap
+
+    worker = device_interface.CudaInterface.Worker
+    cache = device_interface.caching_worker_device_properties
+    real = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    saved = cache.pop("cuda", None)  # recorded first under the cap, as in a fresh process
+    try:
+        cap = smem_cap.install(CAP)
+        try:
+            assert worker.get_device_properties(0).shared_memory_per_block_optin == min(real, CAP)
+        finally:
+            cap.remove()
+        assert worker.get_device_properties(0).shared_memory_per_block_optin == real
+    finally:
+        cache.pop("cuda", None)
+        if saved is not None:
+            cache["cuda"] = saved
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.cold_compile
+def test_requires_cuda_runs_where_torch_is_a_cuda_build():
+    assert torch.version.cuda is not None and torch.cuda.is_available()
+
+
 def _static_kernel(compiled: object, tmp_path) -> object:
     from torch._inductor.runtime import static_triton_launcher as launcher
 
