@@ -288,3 +288,18 @@ def test_collection_probes_ask_nvml_unless_the_user_says_otherwise(cold: pytest.
     cold._monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "0")
     cold.makepyfile(NVML_PROBE.format(expected="0"))
     run(cold).assert_outcomes(passed=1)
+
+
+def test_zygote_mode_spawns_and_says_why_when_no_zygote_could_start(
+    pytester: pytest.Pytester,
+) -> None:
+    # Registered by a conftest, the plugin arrives after the initial conftests were loaded:
+    # too late to fork a clean zygote.
+    pytester.makeconftest(conftest('pytest_plugins = ["pytest_coldcompile.plugin"]\n'))
+    pytester.makepyfile("def test_cold(cold_state):\n    assert cold_state.mode == 'spawn'\n")
+    pytester._monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = run(pytester, "--cold-compile", "--cold-compile-mode=zygote")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*cold-compile: spawn (zygote: chosen by --cold-compile-mode, but no zygote was started*"]
+    )
