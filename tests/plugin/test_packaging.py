@@ -258,3 +258,19 @@ def test_gridpair_refuses_an_unsupported_release_at_import(
     low, high = versions.SUPPORTED[name]
     assert f"ImportError: pytest-coldcompile supports {name}>={low},<{high}; this is {name} " \
         f"{version}" in result.stderr, result.stderr
+
+
+def test_naming_the_plugin_module_where_it_is_installed_is_harmless(
+    pytester: pytest.Pytester,
+) -> None:
+    import importlib.metadata
+
+    names = {ep.value for ep in importlib.metadata.entry_points(group="pytest11")}
+    if "pytest_coldcompile.plugin" not in names:
+        pytest.skip("the distribution is not installed here: no entry point to collide with")
+    pytester.makepyfile("def test_fixture_works(cold_state):\n    assert not cold_state.cold\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "pytest_coldcompile.plugin"
+    )
+    result.assert_outcomes(passed=1)
+    assert "already registered" not in result.stderr.str()

@@ -182,8 +182,8 @@ def test_the_parent_kills_a_child_whose_pytest_timeout_cannot_fire(
 ) -> None:
     cold.makeconftest(
         (cold.path / "conftest.py").read_text()
-        + "\nimport pytest_coldcompile.plugin as cold_plugin\n"
-        + "cold_plugin.TIMEOUT_PLUGIN_ALLOWANCE = 2\n"
+        + "\nimport pytest_coldcompile.interop as interop\n"
+        + "interop.TIMEOUT_PLUGIN_ALLOWANCE = 2\n"
     )
     cold.makepyfile(BLOCKS_ALARM)
     began = time.monotonic()
