@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile import (
+    child,
     child_reports,
     device,
     options,
@@ -82,6 +83,11 @@ def _needs_device_facts(items: list[pytest.Item]) -> bool:
         for it in items
     )
 
+
+try:  # private: where pytest keeps its JUnit XML writer
+    from _pytest.junitxml import xml_key as _JUNIT_XML_KEY
+except ImportError:  # pragma: no cover - a pytest without it writes no XML we could feed
+    _JUNIT_XML_KEY = None
 
 # The xdist worker facts that a re-collecting (zygote or spawned) child is given.
 WORKERINPUT = ("workerid", "workercount", "testrunuid", "mainargv")
@@ -159,7 +165,13 @@ class ColdEngine:
         except ValueError:
             limit, source = None, ""  # the child's setup reports the bad marker
         workerinput = getattr(self.config, "workerinput", None)
+        xml = self.config.stash.get(_JUNIT_XML_KEY, None) if _JUNIT_XML_KEY else None
         return {
+            # A re-collecting child refuses another item under the same node id.
+            "fingerprint": child.item_fingerprint(item),
+            # Whether the parent writes JUnit XML, and in which family: the child records
+            # record_xml_attribute / record_testsuite_property calls only then.
+            "junit_family": getattr(xml, "family", None),
             # A re-collecting child has no xdist channel; it sets config.workerinput from this,
             # so worker_id and testrun_uid say what they say in a forked child.
             "workerinput": (
