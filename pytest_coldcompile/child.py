@@ -14,12 +14,11 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, NoReturn
 
 import pytest
 
-from pytest_coldcompile import device, import_hooks, pristine, selectors
+from pytest_coldcompile import device, pristine, selectors
 from pytest_coldcompile.processes import die_with_parent
 from pytest_coldcompile.records import (
     CACHES,
@@ -86,14 +85,8 @@ def _adopt_selectors(tally: selectors.EventTally, stats: CompileStats) -> None:
     for selector in selectors.loaded():
         adopt(selector)
     selectors.on_load(adopt)
-    # The others are pristine until imported: load, reset and subscribe them on import.
-    for ep in selectors.pending_entry_points():
-        module = ep.module
-
-        def load(_mod: ModuleType, ep: Any = ep) -> None:
-            selectors.load_entry_point(ep)
-
-        import_hooks.when_imported(module, load)
+    # The others are pristine until imported: loaded (hence reset and subscribed) on import.
+    selectors.watch_entry_points(raise_errors=True)
 
 
 def _named_capture(fd: int, path: str) -> Any:

@@ -202,7 +202,8 @@ class LaunchEvents(EventList):
 
 @pytest.fixture
 def launch_events() -> Iterator[LaunchEvents]:
-    """Events of every registered launch selector during the test (entry points are loaded)."""
+    """Events of every launch selector in use during the test (an entry point's from when its
+    module is imported)."""
     events = LaunchEvents()
     undo: list[Callable[[], None]] = []
 

@@ -169,9 +169,12 @@ def table(tests: dict[str, dict[str, Any]]) -> list[str]:
 
 def cuda_state_line() -> str:
     """What this pytest process did with CUDA; the plugin itself never initializes it."""
+    def said(flag: bool) -> str:
+        return "yes" if flag else "no"
+
     loaded = device.cuda_driver_loaded()
-    initialized = device.torch_cuda_initialized()
     return (
-        f"pytest process: torch.cuda initialized: {'yes' if initialized else 'no'}; "
-        f"CUDA driver (libcuda) loaded: {'yes' if loaded else 'no'}"
+        f"pytest process: torch.cuda initialized: {said(device.torch_cuda_initialized())}; "
+        f"CUDA driver (libcuda) loaded: {said(loaded)}, "
+        f"initialized: {said(loaded and device.cuda_driver_initialized())}"
     )
