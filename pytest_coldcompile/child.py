@@ -411,9 +411,12 @@ class SpawnedChild:
     """Plugin of a spawned cold child (``--cold-compile-child=ORDERS``): one test, recorded."""
 
     def __init__(self, config: pytest.Config, orders_path: str) -> None:
-        die_with_parent()
         self.config = config
         self.orders = json.loads(Path(orders_path).read_text())
+        # A spawned child's parent is the pytest process, which may have died before this
+        # line; a zygote's child was armed by its fork server already.
+        spawned = self.orders.get("mode") == "spawn"
+        die_with_parent(self.orders.get("parent_pid") if spawned else None)
         self.test_dir = self.orders["dir"]
         self.ctx: ChildContext | None = None
         self.collect_errors: list[str] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import warnings
@@ -181,6 +182,7 @@ def problem(
     ended: ChildExit,
     timeout: float | None,
     timeout_source: str,
+    test_dir: str,
 ) -> str | None:
     """Why the child's own reports cannot stand alone, or None when they can."""
     if ended.timed_out:
@@ -199,9 +201,17 @@ def problem(
         )
     finished = any(r.when == "teardown" for r in result.reports)
     if not finished and result.exit is None and not result.interrupted:
+        # pytest-timeout's thread method dumps the stacks, then os._exit(1)s the child.
+        streams = (records.RAW_OUT, records.RAW_ERR, records.CAPTURED_OUT, records.CAPTURED_ERR)
+        printed = "".join(_read(test_dir, name) for name in streams)
+        by = (
+            " (pytest-timeout's thread method ended it: Timeout)"
+            if re.search(r"\+{3,} Timeout \+{3,}", printed)
+            else ""
+        )
         return (
             f"{_where(item)}: the cold child EXITED with status {ended.returncode} "
-            "before it reported the whole test"
+            f"before it reported the whole test{by}"
         )
     return None
 
@@ -282,7 +292,7 @@ def complete(
 ) -> list[pytest.TestReport]:
     """The child's reports, plus a failure for the phase it did not finish, plus a teardown."""
     reports = list(result.reports)
-    text = problem(item, result, ended, timeout, timeout_source)
+    text = problem(item, result, ended, timeout, timeout_source, test_dir)
     if text is None:
         if result.exit is None and not result.interrupted:
             extra = child_output(test_dir, None)

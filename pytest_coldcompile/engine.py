@@ -180,6 +180,7 @@ class ColdEngine:
                 else None
             ),
             "dir": test_dir,
+            "parent_pid": os.getpid(),
             "nodeid": item.nodeid,
             "mode": self.mode,
             "mode_reason": self.reason,

@@ -58,6 +58,8 @@ def test_a_pytest_timeout_fails_the_cold_test_and_the_session_goes_on(
     result.assert_outcomes(failed=1, passed=1)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(["*_ test_hangs _*", "*Timeout*"])
+    if method == "thread":  # the child exits: the headline says who ended it
+        result.stdout.fnmatch_lines(["*EXITED*(pytest-timeout's thread method ended it: Timeout)"])
     assert child_gone(cold.path / "child.pid")
 
 
