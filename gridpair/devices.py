@@ -1,20 +1,17 @@
 """Device profiles and the limits launch validation targets.
 
 A CUDA operand validates against its real device: Triton's own view of the per-block shared
-memory (which pytest-coldcompile may lower), loaded handles enforcing the rest. On a machine with
-no GPU, ``GRIDPAIR_DEVICE=PROFILE`` makes validation compile for that profile's architecture and
-apply its limits. ``PYTEST_COLDCOMPILE_SMEM_LIMIT`` lowers the shared-memory limit in both cases.
+memory, loaded handles enforcing the rest. A test harness may emulate a profile on a machine
+with no GPU, or lower the shared-memory limit, through ``gridpair.harness`` (the one seam).
 """
 
 import functools
-import os
 from dataclasses import dataclass
 
 import torch
 
-from pytest_coldcompile.protocol import SMEM_LIMIT_ENV
-
-DEVICE_ENV = "GRIDPAIR_DEVICE"
+from gridpair import harness
+from gridpair.harness import DEVICE_ENV, SMEM_LIMIT_ENV  # noqa: F401  (re-exported names)
 
 # Per-block limits shared by every CUDA architecture we target (CUDA C++ Programming Guide,
 # "Technical Specifications per Compute Capability": 1024 threads, 64K 32-bit registers per
@@ -35,8 +32,6 @@ class DeviceProfile:
     arch: int
     shared_per_block: int
     source: str
-    max_threads_per_block: int = MAX_THREADS_PER_BLOCK
-    registers_per_block: int = REGISTERS_PER_BLOCK
 
     @property
     def shared_memory_per_block_optin(self) -> int:
@@ -99,22 +94,9 @@ def profile(name: str) -> DeviceProfile:
         raise ValueError(f"unknown device profile {name!r}; expected one of: {known}") from None
 
 
-def _smem_cap() -> int | None:
-    raw = os.environ.get(SMEM_LIMIT_ENV)
-    if not raw:
-        return None
-    try:
-        cap = int(raw)
-    except ValueError:
-        raise ValueError(f"{SMEM_LIMIT_ENV}: expected a byte count, got {raw!r}") from None
-    if cap <= 0:
-        raise ValueError(f"{SMEM_LIMIT_ENV}: expected a positive byte count, got {raw!r}")
-    return cap
-
-
 def capped(limit: int) -> int:
-    """``limit`` lowered to the emulated cap, if one is set."""
-    cap = _smem_cap()
+    """``limit`` lowered to the harness's shared-memory cap, if one is set."""
+    cap = harness.shared_memory_cap()
     return limit if cap is None else min(limit, cap)
 
 
@@ -133,8 +115,8 @@ def limits_for(device: torch.device) -> DeviceLimits | None:
     """The limits a launch on ``device`` validates against, or None: nothing to validate.
 
     CUDA devices answer with Triton's own per-block shared-memory figure, looked up on every
-    call because an emulated cap can change it. Other devices answer with the profile named
-    by ``GRIDPAIR_DEVICE`` when it is set.
+    call because a cap can change it; other devices have nothing to validate, unless the
+    test harness emulates a profile (``gridpair.harness``).
     """
     if device.type == "cuda":
         from triton.compiler import compiler
@@ -143,20 +125,18 @@ def limits_for(device: torch.device) -> DeviceLimits | None:
         name, arch = _physical_device(index)
         shared = capped(compiler.max_shared_mem(index))
         return DeviceLimits(f"{name} (sm_{arch}, cuda:{index})", name, arch, shared, index)
-    name = os.environ.get(DEVICE_ENV)
-    if not name:
-        return None
-    return profile_limits(name)
+    emulated = harness.emulated_profile()
+    return None if emulated is None else profile_limits(emulated)
 
 
 def profile_limits(name: str) -> DeviceLimits:
-    """The limits of profile ``name``, lowered to the emulated cap if one is set."""
-    return _profile_limits(name, os.environ.get(SMEM_LIMIT_ENV))
+    """The limits of profile ``name``, lowered to the harness's cap if one is set."""
+    return _profile_limits(name, harness.state())
 
 
 @functools.lru_cache(maxsize=64)
-def _profile_limits(name: str, cap: str | None) -> DeviceLimits:
-    # Keyed by the raw variables, so a changed cap or profile is a new entry.
+def _profile_limits(name: str, state: tuple[str | None, str | None]) -> DeviceLimits:
+    # Keyed by the harness's raw variables, so a changed cap or profile is a new entry.
     chosen = profile(name)
     return DeviceLimits(f"profile {chosen.name} (sm_{chosen.arch})", chosen.device_name,
                         chosen.arch, capped(chosen.shared_per_block), None)

@@ -160,30 +160,84 @@ def test_one_compile_per_probe_and_none_at_launch(triton_compiles, dtype):
     assert len([e for e in events if e.kind == "probe"]) == len(probes)
 
 
-@pytest.mark.cold_compile
-def test_real_handles_enforce_an_emulated_limit(monkeypatch):
-    """Under a 101376-byte cap the production fp32 second backward rejects its first
-    candidates with Triton's own OutOfResources and admits a later one that fits."""
-    monkeypatch.setenv("PYTEST_COLDCOMPILE_SMEM_LIMIT", "101376")
-    selector = LaunchSelector()
-    events = []
-    selector.subscribe(events.append)
-    ops = draw(300, 49, 2, 3, 96, 584, seed=8, device="cuda").to(torch.float32)
+CAP = 101376  # a 99 KiB device's per-block shared memory
+
+
+def _production_bwd2(dtype=torch.float32):
+    ops = draw(300, 49, 2, 3, 96, 584, seed=8, device="cuda").to(dtype)
     operands = [ops.cotangent, ops.left, ops.right, ops.grad_grad_left, ops.grad_grad_right]
-    projectors = [ops.to_grid.contiguous(), ops.from_grid.contiguous()]
-    tile = selector.choose("bwd2", operands, projectors, 3)
-    probes = [e for e in events if e.kind == "probe"]
-    print("\n".join(f"{e.kind} {e.config} {e.resources} {e.outcome}" for e in events))
-    assert probes[0].outcome == "out_of_resources" and probes[0].resources["shared"] > 101376
-    admitted = [e for e in events if e.kind == "admit"]
-    assert tile is not None and admitted[0].resources["shared"] <= 101376
-    uncapped = LaunchSelector()
-    monkeypatch.delenv("PYTEST_COLDCOMPILE_SMEM_LIMIT")
-    assert uncapped.choose("bwd2", operands, projectors, 3) != tile
+    return operands, [ops.to_grid.contiguous(), ops.from_grid.contiguous()]
 
 
+def _loads_on_the_device(operands, projectors, tile):
+    """Compile and load ``tile``'s bwd2 for the device with no limit of gridpair's own: any
+    OutOfResources comes from Triton (its handle loading, which a cap lowers)."""
+    import dataclasses
+
+    from gridpair import devices, probe
+    from gridpair.geometry import Geometry
+
+    limits = dataclasses.replace(devices.limits_for(operands[0].device), shared=2**31)
+    geometry = Geometry.of(operands[0], projectors[0], 3)
+    return probe.compile_on_device("bwd2", geometry, tile, probe.signature_of(operands),
+                                   limits)
+
+
+@pytest.mark.cold_compile  # the cap lives and dies with the child
+def test_real_handles_enforce_an_emulated_limit(monkeypatch):
+    """Under a Triton-level cap (pytest-coldcompile's smem_cap, what --smem-limit installs)
+    the production fp32 second backward's first candidate is refused by Triton itself, with
+    OutOfResources, and the selector admits a later one that loads under the cap."""
+    from triton.runtime.errors import OutOfResources
+
+    from pytest_coldcompile import smem_cap
+
+    operands, projectors = _production_bwd2()
+    finder = LaunchSelector()
+    key = finder.key("bwd2", operands, projectors, 3,
+                     gridpair.devices.limits_for(operands[0].device))
+    first = finder.candidates(key, torch.cuda.get_device_name())[0]
+    # Capped first: a kernel Triton has loaded once is never checked again.
+    cap = smem_cap.install(CAP)
+    try:
+        with pytest.raises(OutOfResources):
+            _loads_on_the_device(operands, projectors, first)
+        selector = LaunchSelector()
+        events = []
+        selector.subscribe(events.append)
+        tile = selector.choose("bwd2", operands, projectors, 3)
+        print("\n".join(f"{e.kind} {e.config} {e.resources} {e.outcome}" for e in events))
+        probes = [e for e in events if e.kind == "probe"]
+        assert probes[0].config == first.as_dict() and probes[0].outcome == "out_of_resources"
+        assert tile is not None and tile != first
+        assert _loads_on_the_device(operands, projectors, tile).shared <= CAP
+    finally:
+        cap.remove()
+    # Uncapped, Triton loads the refused candidate: the cap, and only it, refused it.
+    assert _loads_on_the_device(operands, projectors, first).shared > CAP
+
+
+@pytest.mark.cold_compile  # the cap lives and dies with the child
 def test_compiled_force_step_runs_validated_kernels(triton_compiles):
-    """Under torch.compile, every gridpair kernel Triton compiles fits the validated limit."""
+    """Under torch.compile and a Triton-level cap that refuses the production tiles (the
+    test above), the compiled step runs and matches eager: Triton would refuse to load any
+    kernel over the cap, so every kernel the step launched is one the selector validated."""
+    from pytest_coldcompile import smem_cap
+
+    events = []
+    unsubscribe = gridpair.SELECTOR.subscribe(events.append)
+    cap = smem_cap.install(CAP)
+    try:
+        _compiled_force_step(triton_compiles)
+    finally:
+        cap.remove()
+        unsubscribe()
+    # The cap was binding: some candidate was refused, and fused launches were admitted.
+    assert any(e.outcome == "out_of_resources" for e in events if e.kind == "probe"), events
+    assert {e.op for e in events if e.kind == "admit"} >= {"fwd", "bwd2"}, events
+
+
+def _compiled_force_step(triton_compiles):
     from torch.fx.experimental.proxy_tensor import make_fx
 
     gridpair.SELECTOR.reset()
@@ -201,10 +255,33 @@ def test_compiled_force_step_runs_validated_kernels(triton_compiles):
         want = force_step(x.left, x.right, x.to_grid, x.from_grid)
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
-    limit = gridpair.devices.limits_for(torch.device("cuda")).shared
     ours = [(n, s) for n, s in triton_compiles.compiled + triton_compiles.hits
             if n.startswith("_grid_pair")]
     print("gridpair kernels compiled:", triton_compiles.compiled, "hits:", triton_compiles.hits)
-    assert ours and all(shared <= limit for _, shared in ours)
+    assert {n for n, _ in ours} >= {"_grid_pair_fwd_kernel", "_grid_pair_bwd2_kernel"}
+
+
+@pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
+def test_cuda_autocast_casts_float32_and_leaves_float64(op):
+    ops = draw(5, 9, 2, 3, 16, 23, seed=13, device="cuda")
+    for dtype, want_dtype in ((torch.float32, torch.bfloat16), (torch.float64, torch.float64)):
+        args = _op_args(op, ops.to(dtype))
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            got = getattr(torch.ops.gridpair, op)(*args)
+        cast = [a.to(want_dtype) if isinstance(a, torch.Tensor) else a for a in args]
+        want = getattr(gridpair.reference, op.removeprefix("grid_pair_"))(*cast)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == want_dtype
+            torch.testing.assert_close(g.double(), w.double(), rtol=2e-2, atol=2e-2)
+
+
+def _op_args(op, ops):
+    proj = (ops.to_grid, ops.from_grid, ops.n_frames)
+    names = {"grid_pair_fwd": ("left", "right"),
+             "grid_pair_bwd": ("cotangent", "left", "right"),
+             "grid_pair_bwd2": ("cotangent", "left", "right", "grad_grad_left",
+                                "grad_grad_right")}[op]
+    return (*(getattr(ops, n) for n in names), *proj)
 
 

@@ -11,6 +11,7 @@ import torch
 import triton
 from triton import knobs
 from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
 from triton.compiler.compiler import make_backend
 from triton.compiler.errors import CompilationError
 from triton.runtime.jit import create_function_from_signature
@@ -363,14 +364,40 @@ def test_a_bad_cap_is_named(monkeypatch):
         LaunchSelector().choose("fwd", *launch_args("fwd"))
 
 
+# CUDA C++ Programming Guide, "Technical Specifications per Compute Capability": shared
+# memory per SM in KB by compute capability; a block may opt in to all of it but the 1 KB the
+# system reserves per block.
+SHARED_PER_SM_KB = {80: 164, 86: 100, 87: 164, 89: 100, 90: 228, 100: 228, 103: 228, 120: 100}
+# NVIDIA's CUDA GPUs list: compute capability by product family, matched in the device name.
+FAMILY_ARCH = {"A100": 80, "L40S": 89, "RTX 4090": 89, "H100": 90, "H200": 90, "B200": 100,
+               "RTX PRO 6000 Blackwell": 120}
+
+
+@triton.jit
+def _copy(x, n):
+    i = triton.language.arange(0, 16)
+    triton.language.store(x + i, triton.language.load(x + i, mask=i < n), mask=i < n)
+
+
 def test_profiles():
-    expected = {"h100": (90, 232448), "h200": (90, 232448), "a100": (80, 166912),
-                "l40s": (89, 101376), "rtx-4090": (89, 101376),
-                "rtx-pro-6000-blackwell": (120, 101376), "b200": (100, 232448)}
-    for name, (arch, shared) in expected.items():
-        profile = devices.PROFILES[name]
-        assert (profile.arch, profile.shared_per_block) == (arch, shared)
+    """Each profile against rules that do not come from the table: its arch is its product
+    family's, Triton compiles for it, and its per-block limit is the guide's opt-in maximum."""
+    assert {"h100", "h200", "a100", "l40s", "b200"} <= set(devices.PROFILES)
+    for name, profile in devices.PROFILES.items():
+        families = [f for f in FAMILY_ARCH if f in profile.device_name]
+        assert len(families) == 1, (name, profile.device_name)
+        assert profile.arch == FAMILY_ARCH[families[0]], name
+        assert profile.shared_per_block == (SHARED_PER_SM_KB[profile.arch] - 1) * 1024, name
         assert "Programming Guide" in profile.source
+        compiled = triton.compile(
+            ASTSource(_copy, {"x": "*fp32", "n": "i32"}, {}, {}),
+            target=GPUTarget("cuda", profile.arch, 32))
+        assert compiled.kernel[:4] == b"\x7fELF"
+        assert compiled.metadata.target.arch == profile.arch
+    # The oracle itself refuses an architecture that does not exist.
+    with pytest.raises(Exception, match=r"sm_999|PTXAS|ptxas"):
+        triton.compile(ASTSource(_copy, {"x": "*fp32", "n": "i32"}, {}, {}),
+                       target=GPUTarget("cuda", 999, 32))
 
 
 @pytest.mark.parametrize("aligned", [True, False])

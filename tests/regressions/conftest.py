@@ -2,9 +2,14 @@
 else the CPU with launch selection compiling for a device profile)."""
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+# The numerics helpers (relative_error) live once, beside the gridpair tests.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gridpair"))
 
 CPU_PROFILE = "rtx-pro-6000-blackwell"
 

@@ -15,6 +15,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from gridpair import grid_pair
+from numerics import relative_error
 
 LAYOUTS = {  # name: (lmax, frames K, focus F, channels C, grid G)
     "multi-focus": (6, 3, 2, 96, 584),
@@ -90,11 +91,6 @@ def compile_step(case: Case, backend, example):
     with case.autocast():
         graph = make_fx(step, tracing_mode="symbolic")(*example)
     return torch.compile(graph, backend=backend, dynamic=True), step
-
-
-def relative_error(value: torch.Tensor, expected: torch.Tensor) -> float:
-    expected = expected.double()
-    return ((value.double() - expected).norm() / expected.norm().clamp_min(1e-30)).item()
 
 
 def assert_matches_eager(case: Case, compiled_result, eager_result):

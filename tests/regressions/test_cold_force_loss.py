@@ -3,45 +3,56 @@
 Each test runs in a child that compiled nothing before (cold_compile), compiles the force-loss
 step once, runs it over changing node counts with batch-dependent strides, compares energy and
 second-order gradients with eager, and asserts one graph. What the compiled step launched is
-checked before any eager reference runs: a fused launch admitted for every op the device can
-fit, the reference composition for every op it cannot.
+checked before any eager reference runs: a fused launch admitted for every op of the production
+layouts, and the reference composition for every op under a limit no tile fits.
 """
+
+import dataclasses
 
 import pytest
 import torch
 from force_step import LAYOUTS, OPS, Case, assert_matches_eager, compile_step, operands
+from triton.runtime.errors import OutOfResources
 
+from gridpair import devices
+from gridpair.geometry import Geometry, Tile
+from gridpair.kernels import OPERANDS
 from gridpair.launch import pad_projector
-from gridpair.selector import LaunchSelector
+from gridpair.probe import Signature, compile_candidate
 
 pytestmark = pytest.mark.cold_compile
 
 
-def fused_fits(case: Case, example) -> dict[str, bool]:
-    """Whether validation finds a launch the device can load, per op, asked of a fresh
-    selector (the compiled step's own decisions are what is under test)."""
-    left, _, to_grid, from_grid = example[:4]
+def smallest_tile_shared(case: Case, example, op: str) -> int:
+    """Shared memory of the smallest tile the kernels take (16 x 16 blocks, one stage, four
+    warps) for ``op``, compiled straight through Triton for the device with no limit of ours
+    applied: no selector decision involved. On a capped GPU Triton itself refuses it, saying
+    how much it needs."""
+    left, _, to_grid, _ = example[:4]
     dtype = torch.bfloat16 if case.precision == "bf16-amp" else torch.float32
-    operands_of = {"fwd": 2, "bwd": 3, "bwd2": 5}
-    coefficient = left.to(dtype)
-    projectors = (to_grid.to(dtype).contiguous(), from_grid.to(dtype).contiguous())
-    fresh = LaunchSelector()
-    return {op: fresh.choose(op, [coefficient] * n, projectors, case.shape[2]) is not None
-            for op, n in operands_of.items()}
+    limits = dataclasses.replace(devices.limits_for(left.device), shared=2**31)
+    geometry = Geometry.of(left, to_grid, case.shape[2])
+    signature = Signature(dtype, (True,) * len(OPERANDS[op]), False)
+    try:
+        return compile_candidate(op, geometry, Tile(16, 16, 1, 4), signature, limits).shared
+    except OutOfResources as refused:
+        return refused.required
 
 
-def run_regression(case: Case, compile_counter, launch_events):
+def run_regression(case: Case, compile_counter, launch_events, fused: bool):
+    """The compiled step cold; ``fused``: every op admitted a fused launch (else every op
+    fell back), stated by the test, not asked of the selector under test."""
     example = operands(case, case.node_counts()[0], seed=0)
     with launch_events.window() as compiled_launches:  # nothing eager has run yet
         compiled, step = compile_step(case, compile_counter, example)
         first = compiled(*example)
-    fits = fused_fits(case, example)
     admitted = compiled_launches.ops("admitted")
     fell_back = compiled_launches.ops("fallback")
-    assert admitted == {op for op in OPS if fits[op]}, (fits, compiled_launches.admitted)
-    assert fell_back == {op for op in OPS if not fits[op]}, (fits, compiled_launches.fallback)
+    assert admitted == (OPS if fused else set()), compiled_launches.admitted
+    assert fell_back == (set() if fused else OPS), compiled_launches.fallback
+    limit = devices.limits_for(example[0].device).shared
     for event in compiled_launches.admitted:
-        assert event.resources["shared"] <= event.resources["limit"], event
+        assert event.resources["shared"] <= limit, event
 
     results = [(example, first)]
     for index, nodes in enumerate(case.node_counts()[1:], start=1):
@@ -53,17 +64,14 @@ def run_regression(case: Case, compile_counter, launch_events):
         with case.autocast():
             want = step(*inputs)
         assert_matches_eager(case, got, want)
-    return fits
 
 
 @pytest.mark.parametrize("precision", ["float32", "bf16-amp"])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_compiled_force_loss_step_cold(layout, precision, device, compile_counter,
                                        launch_events):
-    case = Case(layout, precision, device)
-    fits = run_regression(case, compile_counter, launch_events)
     # The production layouts fit every profile we ship, fused, in both precisions.
-    assert all(fits.values()), fits
+    run_regression(Case(layout, precision, device), compile_counter, launch_events, fused=True)
 
 
 @pytest.mark.smem_limit(8192)
@@ -73,15 +81,21 @@ def test_forced_reference_fallback_cold(precision, device, compile_counter, laun
     """Under an 8 KiB per-block limit no tile fits: every op computes the reference
     composition inside its custom op, and the step still compiles once and matches eager."""
     assert cold_state.smem_limit == 8192
-    fits = run_regression(Case("multi-focus", precision, device), compile_counter,
-                          launch_events)
-    assert not any(fits.values()), fits
+    case = Case("multi-focus", precision, device)
+    # Independent of the selector: even the smallest tile needs more than the limit.
+    example = operands(case, 6, seed=0)
+    assert all(smallest_tile_shared(case, example, op) > 8192 for op in OPS)
+    run_regression(case, compile_counter, launch_events, fused=False)
     assert launch_events.ops("fallback") == OPS
 
 
 def test_padded_projector_is_aligned_and_zero_filled():
-    projector = torch.randn(7, 147)[:, :147]
+    # A strided, misaligned view: 147 columns of 151 from the fourth (12 bytes in).
+    base = torch.randn(7, 151)
+    projector = base[:, 3:150]
+    assert projector.data_ptr() % 16 and not projector.is_contiguous()
     padded = pad_projector(projector)
-    assert padded.shape == (7, 160)
-    assert padded.data_ptr() % 16 == 0
-    assert torch.equal(padded[:, :147], projector) and not padded[:, 147:].any()
+    assert padded.shape == (7, 160) and padded.is_contiguous()  # 147 -> 128 + 32
+    assert padded.data_ptr() % 16 == 0 and padded.untyped_storage().data_ptr() != (
+        base.untyped_storage().data_ptr())
+    assert torch.equal(padded[:, :147], base[:, 3:150]) and not padded[:, 147:].any()
