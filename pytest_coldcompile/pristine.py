@@ -1,5 +1,7 @@
 """What makes a process cold: private empty caches, no remote caches or PGO, no worker pools,
 and no compile state from before. The environment of a spawned child is built here too.
+Inductor's precompiled C++ header, which says nothing about the kernels under test, is the one
+artifact shared by the children of a session (``HEADER_DIR_ENV``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ CONFIG_PATCHES: dict[str, dict[str, Any]] = {
         "pgo_extra_write_key": None,
     },
 }
+HEADER_DIR_ENV = "PYTEST_COLDCOMPILE_HEADER_DIR"
+"""Where cold children keep Inductor's precompiled C++ headers: one directory per session,
+beside the children's test directories, so only the first child of a session builds them."""
+
 UNSET_ENV = (
     "TORCH_COMPILE_JOB_ID",
     "TORCH_COMPILE_STICKY_PGO_KEY",
@@ -51,6 +57,7 @@ def cache_env(test_dir: str | os.PathLike[str]) -> dict[str, str]:
         "TRITON_CACHE_DIR": str(caches / "triton" / "cache"),
         "TRITON_HOME": str(caches / "triton"),
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        HEADER_DIR_ENV: shared_header_dir(test_dir),
         "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
         "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "0",
         "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE": "0",
@@ -58,6 +65,20 @@ def cache_env(test_dir: str | os.PathLike[str]) -> dict[str, str]:
         "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO": "0",
         "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "0",
     }
+
+
+def shared_header_dir(test_dir: str | os.PathLike[str]) -> str:
+    """The session's header directory: beside the test directories, under the engine's base
+    temporary directory (removed with it at the end of the session).
+
+    Measured on the 2-core CPU, a cold ``torch.compile(lambda x: x + 1)`` in a fresh child
+    (Inductor compile seconds, three children each): header private to each child 19.6,
+    17.2, 14.7; shared, the first child building it, 12.9, 9.0, 8.3; precompiled headers off
+    (TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS=0) 11.0, 17.2, 18.9. Sharing is safe: Inductor
+    names a header by the hash of its content, compile command and compiler, and builds it
+    under a file lock.
+    """
+    return str(Path(test_dir).resolve().parent / "precompiled_headers")
 
 
 def child_environ(test_dir: str, orders: dict[str, Any], base: dict[str, str]) -> dict[str, str]:
@@ -98,11 +119,14 @@ def _private_triton_dirs(caches: str) -> None:
 
 def _private_header_dir(caches: str) -> None:
     # Inductor keeps precompiled C++ headers in the default cache dir on purpose ("global");
-    # a cold child must not write there.
+    # a cold child must not write there: it uses the session's directory, else its own.
+    header_dir = os.environ.get(HEADER_DIR_ENV) or os.path.join(
+        caches, "inductor", "precompiled_headers")
+
     def patch(codecache: ModuleType) -> None:
         if hasattr(codecache, "_HEADER_DIR"):
-            codecache._HEADER_DIR = os.path.join(caches, "inductor", "precompiled_headers")  # type: ignore[attr-defined]
-            codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")  # type: ignore[attr-defined]
+            codecache._HEADER_DIR = header_dir  # type: ignore[attr-defined]
+            codecache._HEADER_LOCK_DIR = os.path.join(header_dir, "locks")  # type: ignore[attr-defined]
 
     import_hooks.when_imported("torch._inductor.codecache", patch)
 

@@ -1,0 +1,64 @@
+"""Cold children's caches: every kernel artifact private to its test, Inductor's precompiled C++
+header shared by the children of one session."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_coldcompile import pristine
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_children_of_a_session_share_the_header_directory_and_no_cache(tmp_path):
+    first, second = (pristine.cache_env(tmp_path / name) for name in ("00001", "00002"))
+    assert first[pristine.HEADER_DIR_ENV] == second[pristine.HEADER_DIR_ENV]
+    assert Path(first[pristine.HEADER_DIR_ENV]).parent == tmp_path.resolve()
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_HOME"):
+        assert first[name] != second[name]
+        assert Path(first[name]).is_relative_to(tmp_path / "00001")
+        assert not Path(first[name]).is_relative_to(first[pristine.HEADER_DIR_ENV])
+
+
+_CHILD = """
+import os, sys, torch
+from pytest_coldcompile import pristine
+test_dir = sys.argv[1]
+os.environ.update(pristine.child_environ(test_dir, {}, {}))
+pristine.make_private(os.path.join(test_dir, "caches"))
+import torch._inductor.codecache as codecache
+print(codecache._HEADER_DIR)
+torch.compile(lambda x: x + 1)(torch.randn(8))
+"""
+
+
+def _files(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*") if p.is_file()} if root.exists() else set()
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="needs a C++ compiler")
+def test_the_header_is_built_once_per_session_and_kernels_stay_private(tmp_path):
+    shared = Path(pristine.shared_header_dir(tmp_path / "00001"))
+    env = {k: v for k, v in os.environ.items() if k != pristine.HEADER_DIR_ENV}
+    env.update(PYTHONPATH=str(ROOT), TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS="1")
+    seen = []
+    for name in ("00001", "00002"):
+        test_dir = tmp_path / name
+        test_dir.mkdir()
+        run = subprocess.run([sys.executable, "-c", _CHILD, str(test_dir)], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert Path(run.stdout.split()[0]) == shared
+        headers = {p: (shared / p).stat().st_mtime_ns for p in _files(shared)
+                   if p.suffix == ".gch"}
+        seen.append(headers)
+        kernels = _files(test_dir / "caches" / "inductor")
+        assert any(p.suffix == ".so" for p in kernels), kernels  # this child's own kernel
+    assert len(seen[0]) == 1  # built by the first child...
+    assert seen[1] == seen[0]  # ...and reused, not rebuilt, by the second
+    # Nothing but headers and their locks in the shared directory.
+    assert {p.suffix for p in _files(shared)} <= {".h", ".gch", ".lock"}
