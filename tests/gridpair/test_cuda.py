@@ -10,7 +10,7 @@ from triton import knobs
 
 import gridpair
 from gridpair import grid_pair, reference_grid_pair
-from gridpair.selector import LaunchSelector
+from gridpair.selector import LaunchSelector, using_selector
 from numerics import QUANTITIES, draw, force_quantities, force_step, relative_error
 
 pytestmark = pytest.mark.requires_cuda
@@ -285,3 +285,39 @@ def _op_args(op, ops):
     return (*(getattr(ops, n) for n in names), *proj)
 
 
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_offsets_past_2_31_of_a_few_nodes_of_a_huge_degree_major_storage(dtype):
+    """A few nodes of (D, N, F, K*C) storage with N*F*K*C*(D-1) > 2^31: every stride and the
+    row count fit 32 bits, the slot offset (D-1) * stride_d does not (4.6 GB of storage an
+    operand in bf16, 9.2 GB in fp32)."""
+    if torch.cuda.get_device_properties(0).total_memory < 40 * 2**30:
+        pytest.skip("needs 40 GiB of GPU memory")
+    degrees, focus, frames, channels, grid, base_nodes = 49, 2, 3, 96, 584, 80_000
+    gen = torch.Generator(device="cuda").manual_seed(14)
+
+    def operand():
+        base = torch.empty(degrees, base_nodes, focus, frames * channels, dtype=dtype,
+                           device="cuda")
+        view = base.transpose(0, 1)[-5:]  # the last nodes: the largest offsets
+        view.copy_(torch.randn(view.shape, generator=gen, device="cuda", dtype=dtype))
+        return view
+
+    left, right = operand(), operand()
+    reach = sum((n - 1) * s for n, s in zip(left.shape, left.stride())) + left.storage_offset()
+    assert reach > 2**31 and max(left.stride()) < 2**31
+    scale = (degrees * frames) ** -0.5
+    to_grid, from_grid = (torch.randn(grid, degrees * frames, generator=gen, device="cuda",
+                                      dtype=dtype) * scale for _ in range(2))
+    selector = LaunchSelector()
+    events = []
+    selector.subscribe(events.append)
+    with using_selector(selector):
+        got = grid_pair(left, right, to_grid, from_grid, frames)
+    assert [e.kind for e in events if e.kind == "admit"], events  # the fused kernel ran
+    args = [x.contiguous().double() for x in (left, right, to_grid, from_grid)]
+    exact = reference_grid_pair(*args, frames)
+    own = reference_grid_pair(*(x.to(dtype) for x in args), frames)
+    floor = 4 * torch.finfo(dtype).eps
+    assert relative_error(got, exact) <= 5 * max(relative_error(own, exact), floor)
