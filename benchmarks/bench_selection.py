@@ -14,6 +14,7 @@ each dtype is chosen first and its backwards right after, as tracing the step do
 """
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -26,40 +27,56 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 _COLD_CHILD = """
-import sys, time, torch
+import json, sys, time, torch
 from gridpair.selector import LaunchSelector
 selector = LaunchSelector(workers=int(sys.argv[1]))
+chosen, events = [], []
+selector.subscribe(lambda e: events.append([e.kind, e.op, e.config, e.outcome]))
+device = sys.argv[2]
+if device == "cuda":
+    torch.cuda.init()  # CUDA's start is not selection time
 start = time.perf_counter()
 for dtype in (torch.bfloat16, torch.float32):
-    operands = [torch.zeros(300, 49, 2, 288, dtype=dtype) for _ in range(5)]
-    projectors = (torch.zeros(584, 147, dtype=dtype),) * 2
+    operands = [torch.zeros(300, 49, 2, 288, dtype=dtype, device=device) for _ in range(5)]
+    projectors = (torch.zeros(584, 147, dtype=dtype, device=device),) * 2
     for op, count in (("fwd", 2), ("bwd", 3), ("bwd2", 5)):
-        assert selector.choose(op, operands[:count], projectors, 3) is not None
-print(f"{time.perf_counter() - start:.2f}")
+        chosen.append(str(selector.choose(op, operands[:count], projectors, 3)))
+seconds = time.perf_counter() - start
 selector.idle()
+print(json.dumps({"seconds": seconds, "chosen": chosen, "events": events}))
 """
 
 
 def cold(profile: str, workers: list[int], repeats: int) -> None:
+    """Time the six searches per worker count; every run must decide and report alike."""
+    first = None
     for count in workers:
         seconds = []
         for _ in range(repeats):
             with tempfile.TemporaryDirectory() as cache:
-                env = {**os.environ, "GRIDPAIR_DEVICE": profile, "TRITON_CACHE_DIR": cache,
-                       "PYTHONPATH": str(ROOT)}
+                env = {**os.environ, "TRITON_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
                 env.pop("PYTEST_COLDCOMPILE_SMEM_LIMIT", None)
-                run = subprocess.run([sys.executable, "-c", _COLD_CHILD, str(count)],
+                env.pop("GRIDPAIR_DEVICE", None)
+                if profile != "cuda":
+                    env["GRIDPAIR_DEVICE"] = profile
+                device = "cuda" if profile == "cuda" else "cpu"
+                run = subprocess.run([sys.executable, "-c", _COLD_CHILD, str(count), device],
                                      env=env, capture_output=True, text=True, check=True)
-                seconds.append(float(run.stdout.split()[-1]))
+                result = json.loads(run.stdout.splitlines()[-1])
+                seconds.append(result["seconds"])
+                first = first or result
+                if (result["chosen"], result["events"]) != (first["chosen"], first["events"]):
+                    raise SystemExit(f"workers={count} decided otherwise: {result}")
         print(f"cold selection, six ops of a P147 step on {profile}, workers={count}: "
               f"median {statistics.median(seconds):.1f} s of {repeats} "
-              f"({', '.join(f'{s:.1f}' for s in seconds)})")
+              f"({', '.join(f'{s:.1f}' for s in seconds)}); decisions: {first['chosen']}")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=20000)
-    parser.add_argument("--profile", default="h200")
+    parser.add_argument("--profile", default="h200",
+                        help="device profile; with --cold, 'cuda' validates on the GPU")
     parser.add_argument("--cold", action="store_true", help="time cold searches instead")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, os.cpu_count() or 1])
     parser.add_argument("--repeats", type=int, default=3)

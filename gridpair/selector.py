@@ -151,6 +151,16 @@ def _default_workers() -> int:
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
+def _ahead(index: int, workers: int) -> int:
+    """Candidates compiled ahead of ladder position ``index``. None before a first rejection:
+    the head of a ladder usually fits its device (tuned tiles, or the largest that does), and
+    a compile beyond it would only take a core from the sibling ops' searches. Measured on
+    this 2-core CPU, six P147 searches on profile h200 with an empty Triton cache: serial
+    30 s, two workers compiling ahead from the head 65 s (see benchmarks/bench_selection.py).
+    """
+    return 0 if index == 0 else workers - 1
+
+
 class _Task:
     """One candidate's compile, run exactly once: by a worker, or inline by the first caller
     that needs its verdict before a worker took it. Keeps the outcome and the compile time."""
@@ -238,8 +248,12 @@ class _Workers:
             self._start_threads()
 
     def _start_threads(self) -> None:
+        # Running threads may all be busy compiling: a thread per queued task, up to the size
+        # (one that finds the queue empty exits at once).
         queued = len(self._urgent) + len(self._background)
-        while not self._paused and len(self._threads) < min(self.size, queued):
+        for _ in range(queued):
+            if self._paused or len(self._threads) >= self.size:
+                break
             thread = threading.Thread(target=self._work, name="gridpair-validation",
                                       daemon=True)
             self._threads.add(thread)
@@ -393,14 +407,16 @@ class LaunchSelector:
                          Geometry.of(operands[0], projectors[0], n_frames),
                          signature_of(operands))
 
-    def decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool = False) -> Decision:
-        """Search the candidates of ``key`` (all of them with ``probe_all``) and cache it."""
+    def decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool = False,
+               siblings: bool = True) -> Decision:
+        """Search the candidates of ``key`` (all of them with ``probe_all``) and cache it;
+        then validate the sibling ops' keys ahead unless ``siblings`` is False."""
         start = time.perf_counter()
         with self._lock:
-            return self._decide(key, limits, probe_all, start)
+            return self._decide(key, limits, probe_all, start, siblings)
 
     def _decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool,
-                start: float) -> Decision:
+                start: float, siblings: bool = True) -> Decision:
         if key.signature.dtype not in FUSED_DTYPES:
             decision = Decision(key, ())
             self._emit("fallback", key, None, {"limit": key.limit}, UNSUPPORTED,
@@ -409,7 +425,7 @@ class LaunchSelector:
             decision = self._search(key, limits, probe_all, start)
         self._decisions[key] = decision
         self._forget_tasks(key)
-        if key.signature.dtype in FUSED_DTYPES:
+        if siblings and key.signature.dtype in FUSED_DTYPES:
             for sibling in self.siblings(key):
                 self._validate_ahead(sibling, limits)
         return decision
@@ -444,16 +460,16 @@ class LaunchSelector:
 
     def _search(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool,
                 start: float) -> Decision:
-        # The serial search, reading each verdict from a compile that may have run ahead: the
-        # next workers-1 candidates compile on worker threads while this thread compiles (or
-        # waits for) the current one. Probes, admission and errors follow ladder order alone.
+        # The serial search, reading each verdict from a compile that may have run ahead: once
+        # a candidate was rejected, the next workers-1 compile on worker threads while this
+        # thread compiles (or waits for) the current one. Probes, admission and errors follow
+        # ladder order alone.
         ladder = self.candidates(key, limits.device_name)
-        ahead = self.workers - 1
         probes: list[Probe] = []
         admitted = None
         for index, tile in enumerate(ladder):
             task = self._task(key, tile, limits)
-            for later in ladder[index + 1:index + 1 + ahead]:
+            for later in ladder[index + 1:index + _ahead(index, self.workers)]:
                 self._submit(self._task(key, later, limits), urgent=True)
             task.wait()
             error = task.error
@@ -494,7 +510,7 @@ class LaunchSelector:
             if task._state != "pending" or task.generation != self._generation:
                 return
             if self._pool is None:
-                self._pool = _Workers(max(1, self.workers - 1))
+                self._pool = _Workers(self.workers)
             self._pool.submit(task, urgent)
 
     def _forget_tasks(self, key: LaunchKey) -> None:
@@ -510,7 +526,6 @@ class LaunchSelector:
         if self.workers < 2 or key in self._decisions:
             return
         ladder = self.candidates(key, limits.device_name)
-        ahead = max(1, self.workers - 1)
         generation = self._generation
 
         def advance() -> None:
@@ -527,7 +542,7 @@ class LaunchSelector:
                     index += 1
                 else:
                     return
-                for tile in ladder[index:index + ahead]:
+                for tile in ladder[index:index + max(1, _ahead(index, self.workers))]:
                     if (key, tile) not in self._tasks:
                         task = self._task(key, tile, limits)
                         task.then(advance)

@@ -231,7 +231,8 @@ def test_a_fork_while_validating_ahead_leaves_both_processes_working(profile):
 def test_exit_while_compiling_ahead_is_clean(tmp_path):
     script = ("from tests.gridpair.test_parallel_selection import launch_args\n"
               "from gridpair.selector import LaunchSelector\n"
-              "LaunchSelector(workers=2).choose('fwd', *launch_args('fwd'))\n")
+              "LaunchSelector(workers=2).choose('fwd', *launch_args('fwd'))\n"
+              "import time; time.sleep(1)\n")  # the backwards' compiles are inside LLVM now
     env = {**os.environ, "GRIDPAIR_DEVICE": SMALL_DEVICE, "PYTHONPATH": str(ROOT),
            "TRITON_CACHE_DIR": str(tmp_path / "triton")}  # cold: the backwards are compiling
     env.pop("PYTEST_COLDCOMPILE_SMEM_LIMIT", None)
