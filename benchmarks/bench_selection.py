@@ -11,6 +11,19 @@ Cold selection instead: the six searches of a P147 force step (fwd, bwd, bwd2 x 
 each run in a fresh process with an empty Triton cache, once per worker count; the forward of
 each dtype is chosen first and its backwards right after, as tracing the step does. Figures
 (RESULTS) are the wall time of the six ``choose`` calls.
+
+RESULTS (2026-12-01; the same six decisions and events at every worker count):
+
+- H200 (16 cores, Python 3.12, torch 2.11, triton 3.6), ``--cold --profile cuda --workers 1 16
+  --repeats 2``, validation on the GPU: 1 worker 10.3 s (10.0, 10.6); 16 workers 7.8 s (8.6,
+  7.1). The same H200 host with ``--profile h200``: 7.5 s serial, 6.3 s with 16 workers.
+- 2-core CPU (load about 1), ``--cold --profile h200 --workers 1 2 --repeats 2``: 1 worker
+  12.1 s (12.4, 11.9); 2 workers 10.0 s (8.9, 11.1).
+
+Every candidate a ladder starts with fits here, so the gain comes from validating bwd and
+bwd2 beside each other once fwd is decided: per dtype the chain is fwd, then the longer of
+bwd and bwd2. Compiling past the head of each ladder as well doubled the time on the busy
+2-core machine (30 s serial, 65 s), so look-ahead starts at a ladder's first rejection.
 """
 
 import argparse
