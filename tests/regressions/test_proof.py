@@ -98,8 +98,10 @@ def test_2_compiled_step():
 @pytest.mark.parametrize("precision", ["float32"])
 def test_b_c_warm_in_process_run_masks_what_the_cold_run_catches(pytester, monkeypatch,
                                                                  precision):
+    # The inner run imports the regression helpers and, through them, the numerics helpers.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(HERE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+        [str(HERE), str(HERE.parent / "gridpair"),
+         *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
     pytester.makepyfile(test_inner=INNER.format(precision=precision, limit=LIMIT))
 
     warm = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", timeout=400)
