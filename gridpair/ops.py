@@ -7,6 +7,7 @@ kernel through ``wrap_triton`` or computes the reference composition with ordina
 the compiler sees a traceable graph in every case and on every device.
 """
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -20,7 +21,7 @@ from gridpair import reference
 from gridpair.inputs import check_inputs
 from gridpair.kernels import KERNELS, OPERANDS
 from gridpair.launch import launch
-from gridpair.selector import active_selector
+from gridpair.selector import active_selector, using_selector
 
 _REFERENCE = {"fwd": reference.fwd, "bwd": reference.bwd, "bwd2": reference.bwd2}
 
@@ -101,8 +102,23 @@ def _save(ctx, inputs, output) -> None:
     *tensors, n_frames = inputs
     ctx.save_for_backward(*tensors)
     ctx.n_frames = n_frames
+    # The backward runs where autograd runs it - on CUDA, in the engine's device thread, which
+    # does not see this thread's using_selector context - so it takes the forward's selector.
+    ctx.selector = active_selector()
 
 
+def _with_forward_selector(backward):
+    """Run ``backward`` with the selector that was active when its forward ran."""
+
+    @functools.wraps(backward)
+    def run(ctx, *grads):
+        with using_selector(ctx.selector):
+            return backward(ctx, *grads)
+
+    return run
+
+
+@_with_forward_selector
 def _fwd_backward(ctx, grad_out):
     left, right, to_grid, from_grid = ctx.saved_tensors
     grad_left, grad_right = torch.ops.gridpair.grid_pair_bwd(
@@ -110,6 +126,7 @@ def _fwd_backward(ctx, grad_out):
     return grad_left, grad_right, None, None, None
 
 
+@_with_forward_selector
 def _bwd_backward(ctx, grad_grad_left, grad_grad_right):
     grad_out, left, right, to_grid, from_grid = ctx.saved_tensors
     if not ctx.needs_input_grad[0]:

@@ -9,6 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import gridpair
 from gridpair import grid_pair, reference_grid_pair
+from gridpair.selector import LaunchSelector, using_selector
 from numerics import (
     assert_within_reference_error,
     draw,
@@ -187,3 +188,38 @@ def test_grid_pair_under_autocast_matches_the_float64_reference_in_float64():
     want = reference_grid_pair(ops.left, ops.right, ops.to_grid, ops.from_grid, ops.n_frames)
     assert out.dtype == torch.float64
     torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
+
+
+class _RecordingSelector(LaunchSelector):
+    """Records which ops asked it for a tile; computes nothing itself (reference path)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def choose(self, op, operands, projectors, n_frames):
+        self.asked.append(op)
+        return None
+
+
+def test_a_backward_in_another_thread_uses_the_forwards_selector():
+    # On CUDA, autograd runs backward in its device thread, which does not see the forward
+    # thread's using_selector context; here a thread of our own plays that part.
+    import threading
+
+    ops = draw(3, 9, 2, 3, 4, 23, seed=5)
+    left, right = (x.detach().requires_grad_() for x in (ops.left, ops.right))
+    weight = torch.randn(left.shape, dtype=torch.float64, requires_grad=True)
+    recording = _RecordingSelector()
+    with using_selector(recording):
+        out = grid_pair(left, right, ops.to_grid, ops.from_grid, ops.n_frames)
+    assert recording.asked == ["fwd"]
+
+    def second_order() -> None:
+        grads = torch.autograd.grad((out * weight).sum(), (left, right), create_graph=True)
+        sum(g.sum() for g in grads).backward()
+
+    worker = threading.Thread(target=second_order)
+    worker.start()
+    worker.join()
+    assert recording.asked == ["fwd", "bwd", "bwd2"]
