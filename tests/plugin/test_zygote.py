@@ -303,3 +303,18 @@ def test_zygote_mode_spawns_and_says_why_when_no_zygote_could_start(
     result.stdout.fnmatch_lines(
         ["*cold-compile: spawn (zygote: chosen by --cold-compile-mode, but no zygote was started*"]
     )
+
+
+def test_a_cold_run_on_a_gpu_machine_preloads_the_zygote_at_once(cold: pytest.Pytester) -> None:
+    # `auto` with --cold-compile where an NVIDIA driver exists: the zygote imports while
+    # pytest collects, before the decision (here: fork, CUDA is clean), not after it.
+    _zygote_project(cold, "auto")
+    (cold.path / "nvidiactl").touch()
+    cold.makepyfile(
+        fakedriver="import pytest_coldcompile.device as d\n"
+        f"d.NVIDIA_CONTROL = {str(cold.path / 'nvidiactl')!r}\n",
+        test_zygote_run="def test_cold(cold_state):\n    assert cold_state.mode == 'fork'\n",
+    )
+    result = run(cold, "-p", "fakedriver", "--cold-compile")
+    result.assert_outcomes(passed=1)
+    assert (cold.path / "imported-by.txt").exists(), "the zygote preloaded before the decision"
