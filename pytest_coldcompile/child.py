@@ -19,13 +19,12 @@ from typing import Any, NoReturn
 import pytest
 
 from pytest_coldcompile import device, pristine, selectors
-from pytest_coldcompile.processes import die_with_parent
+from pytest_coldcompile.processes import die_with_parent, exit_now
 from pytest_coldcompile.records import (
     CACHES,
     CAPTURED_ERR,
     CAPTURED_OUT,
-    RAW_ERR,
-    RAW_OUT,
+    redirect_std_fds,
     write_record,
 )
 from pytest_coldcompile.smem_cap import SmemCap
@@ -142,15 +141,7 @@ _fault_file: Any = None
 
 def _redirect_fds(test_dir: str) -> None:
     global _fault_file
-    sys.stdout.flush()
-    sys.stderr.flush()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    for fd, name in ((1, RAW_OUT), (2, RAW_ERR)):
-        raw = os.open(os.path.join(test_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.dup2(raw, fd)
-        os.close(raw)
+    redirect_std_fds(test_dir)
     # pytest's faulthandler writes to a copy of the terminal's stderr; a crash dump belongs
     # in the report, so point it at the child's own stderr file.
     _fault_file = os.fdopen(os.dup(2), "w")
@@ -354,12 +345,7 @@ def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
         except BaseException:
             code = 2
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        os._exit(code)
+        exit_now(code)
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")

@@ -7,6 +7,7 @@ import ctypes
 import os
 import signal
 import sys
+from typing import NoReturn
 
 _PR_SET_PDEATHSIG = 1
 
@@ -28,6 +29,17 @@ def die_with_parent(expected_parent: int | None = None) -> None:
         return
     if os.getppid() != parent:
         os._exit(1)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush Python's streams and leave with os._exit: a forked child must not run the
+    parent's atexit handlers or finalizers, but what it printed must reach its files."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # a closed or broken stream must not keep the child alive
+            pass
+    os._exit(code)
 
 
 def kill_group(pgid: int) -> None:

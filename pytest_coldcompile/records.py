@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 # Files in a cold test's private directory; the parent reads them back.
@@ -57,3 +58,17 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return repr(value)
+
+
+def redirect_std_fds(test_dir: str) -> None:
+    """Point this process's fds 0, 1 and 2 at /dev/null and test_dir's raw output files, which
+    the parent reads even when the child is killed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    for fd, name in ((1, RAW_OUT), (2, RAW_ERR)):
+        raw = os.open(os.path.join(test_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(raw, fd)
+        os.close(raw)

@@ -17,7 +17,8 @@ import pytest
 
 from pytest_coldcompile import device, options
 from pytest_coldcompile.forkserver import ForkServer
-from pytest_coldcompile.records import RAW_ERR, RAW_OUT
+from pytest_coldcompile.processes import exit_now
+from pytest_coldcompile.records import redirect_std_fds
 
 ZYGOTE_KEY = pytest.StashKey["Zygote"]()
 
@@ -118,23 +119,12 @@ def _child_main(request: dict[str, Any]) -> NoReturn:
     except BaseException:
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        os._exit(code)
+        exit_now(code)
 
 
 def _redirect(test_dir: str) -> None:
     """stdin from /dev/null, stdout and stderr to the raw files a spawned child writes."""
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    for fd, name in ((1, RAW_OUT), (2, RAW_ERR)):
-        raw = os.open(os.path.join(test_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.dup2(raw, fd)
-        os.close(raw)
+    redirect_std_fds(test_dir)
     # sys.stdout may still be the parent's early capture file; a fresh pytest captures these.
     sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", buffering=1, closefd=False)

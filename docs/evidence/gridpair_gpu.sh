@@ -10,34 +10,8 @@
 # proof and the CUDA operator tests; PART "sweep": the tile sweep; PART "bench": the benchmark
 # (BENCH_ARGS passes shapes, impls...).
 set -uo pipefail
-: "${OUT:?set OUT to the output directory}"
 cd "$(dirname "$0")/../.."
-REPO=$(pwd)
-# The plugin (pytest11) and gridpair's selector entry points, as an installation declares them.
-DIST=$(mktemp -d)
-mkdir "$DIST/pytest_coldcompile-0.1.0.dist-info"
-printf 'Metadata-Version: 2.1\nName: pytest-coldcompile\nVersion: 0.1.0\n' \
-    > "$DIST/pytest_coldcompile-0.1.0.dist-info/METADATA"
-printf '[pytest11]\ncoldcompile = pytest_coldcompile.plugin\n\n[pytest_coldcompile.selectors]\ngridpair = gridpair:SELECTOR\n' \
-    > "$DIST/pytest_coldcompile-0.1.0.dist-info/entry_points.txt"
-export PYTHONPATH="$DIST:$REPO" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-PYTEST=(python3 -m pytest -p no:cacheprovider -rA)
-
-run() {  # run NAME SECONDS COMMAND...
-    local name=$1 limit=$2 began=$SECONDS
-    shift 2
-    { echo "+ $*"; date -u +%FT%TZ; } > "$OUT/$name.log"
-    timeout -k 5 "$limit" "$@" >> "$OUT/$name.log" 2>&1
-    local rc=$?
-    echo "# exit status $rc after $((SECONDS - began))s" >> "$OUT/$name.log"
-    { echo "== $name: exit $rc, $((SECONDS - began))s: $*"
-      grep -E '^(PASSED|FAILED|ERROR|SKIPPED) |^=+ .*(passed|failed)|^cold-compile: |^[0-9]+ run as |^pytest process|^\.\.\.::|^test  |^P[0-9]+[ -]|^compiled ' "$OUT/$name.log" | tail -n 40
-    } >> "$OUT/summary-$name.txt"
-}
-
-versions() {  # Python, torch, triton, pytest and each GPU's opt-in shared memory per block
-    run versions 60 bash -c 'python3 -c "import sys, torch, triton, pytest; print(sys.version.split()[0], \"torch\", torch.__version__, \"triton\", triton.__version__, \"pytest\", pytest.__version__); [print(i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).shared_memory_per_block_optin) for i in range(torch.cuda.device_count())]"; nvidia-smi -L'
-}
+source docs/evidence/lib.sh
 
 case "${1:-a}" in
 a)
@@ -88,4 +62,4 @@ bench)
         --out "$OUT/bench${GPU:-0}.json" ${BENCH_ARGS:-}
     ;;
 esac
-cat "$OUT"/summary-*.txt
+cat "$OUT/summary.txt"

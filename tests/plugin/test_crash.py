@@ -357,14 +357,14 @@ def test_coverage_of_a_cold_child_is_saved_despite_os_exit(cold: pytest.Pytester
     report.stdout.fnmatch_lines(["covered.py * 0 * 100%"])
 
 
-@pytest.mark.parametrize("mode", ["fork", "spawn"])
+@pytest.mark.parametrize("mode", ["fork", "spawn", "zygote"])
 def test_children_do_not_outlive_a_killed_pytest(cold: pytest.Pytester, mode: str) -> None:
     cold.makepyfile(
         """
         import os, time
         def test_hangs():
             with open("child.pid", "w") as f:
-                f.write(str(os.getpid()))
+                f.write(f"{os.getpid()} {os.getppid()}")
             time.sleep(120)
         """
     )
@@ -378,10 +378,13 @@ def test_children_do_not_outlive_a_killed_pytest(cold: pytest.Pytester, mode: st
         env={**os.environ, "TMPDIR": str(tmp)},
     )
     pid_file = cold.path / "child.pid"
-    for _ in range(300):
+    for _ in range(600):
         if pid_file.exists() and pid_file.read_text():
             break
         time.sleep(0.1)
     proc.kill()
     proc.wait()
-    assert not _alive(int(pid_file.read_text()))
+    child, parent = (int(x) for x in pid_file.read_text().split())
+    assert not _alive(child)
+    if mode != "spawn":  # the fork server or zygote that forked it goes too
+        assert not _alive(parent)

@@ -4,9 +4,6 @@ worker_id, environment and tmp_path."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from xml.etree import ElementTree
@@ -173,36 +170,3 @@ def test_children_agree_on_worker_id_under_xdist(cold: pytest.Pytester, mode: st
         assert (
             f"popen-{props[f'test_cold[{i}]']['worker_id']}" in props[f"test_cold[{i}]"]["tmp_path"]
         )
-
-
-def test_zygote_children_do_not_outlive_a_killed_pytest(cold: pytest.Pytester) -> None:
-    from test_crash import _alive
-
-    cold.makepyfile(
-        """
-        import os, time
-        def test_hangs():
-            with open("child.pid", "w") as f:
-                f.write(f"{os.getpid()} {os.getppid()}")
-            time.sleep(120)
-        """
-    )
-    tmp = cold.mkdir("tmp")
-    args = ["-p", "no:cacheprovider", "--cold-compile", "--cold-compile-mode=zygote"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args],
-        cwd=cold.path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "TMPDIR": str(tmp)},
-    )
-    pid_file = cold.path / "child.pid"
-    for _ in range(600):
-        if pid_file.exists() and pid_file.read_text():
-            break
-        time.sleep(0.1)
-    proc.kill()
-    proc.wait()
-    child, zygote = (int(x) for x in pid_file.read_text().split())
-    assert not _alive(child)
-    assert not _alive(zygote)

@@ -101,20 +101,25 @@ def test_next():
 """
 
 
-@pytest.mark.parametrize("mode", ["fork", "spawn", "zygote"])
-def test_a_base_exception_in_the_parent_kills_the_child_and_fails_the_test(
-    cold: pytest.Pytester, mode: str
-) -> None:
-    cold.makeconftest(
-        (cold.path / "conftest.py").read_text()
-        + ALARM.format(exception='pytest.fail("the parent was interrupted")')
-    )
+def _interrupt_the_parent(
+    cold: pytest.Pytester, mode: str, exception: str
+) -> pytest.RunResult:
+    """Run HANGS_UNMARKED cold with ALARM raising ``exception`` in the pytest process."""
+    cold.makeconftest((cold.path / "conftest.py").read_text() + ALARM.format(exception=exception))
     cold.makepyfile(HANGS_UNMARKED)
     began = time.monotonic()
     result = run(cold, f"--cold-compile-mode={mode}")
     assert time.monotonic() - began < 60
-    result.assert_outcomes(failed=1, passed=1)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    return result
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn", "zygote"])
+def test_a_base_exception_in_the_parent_kills_the_child_and_fails_the_test(
+    cold: pytest.Pytester, mode: str
+) -> None:
+    result = _interrupt_the_parent(cold, mode, 'pytest.fail("the parent was interrupted")')
+    result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(
         [
             "*_ test_hangs _*",
@@ -125,36 +130,20 @@ def test_a_base_exception_in_the_parent_kills_the_child_and_fails_the_test(
     assert child_gone(cold.path / "child.pid")
 
 
+@pytest.mark.parametrize(
+    ("raised", "said"),
+    [
+        ("KeyboardInterrupt", "*KeyboardInterrupt*"),
+        ('pytest.exit("stopped by the parent")', "*Exit: stopped by the parent*"),
+    ],
+    ids=["keyboard-interrupt", "pytest-exit"],
+)
 @pytest.mark.parametrize("mode", ["fork", "spawn", "zygote"])
-def test_a_keyboard_interrupt_in_the_parent_kills_the_child_and_stops_the_session(
-    cold: pytest.Pytester, mode: str
+def test_an_interrupt_in_the_parent_kills_the_child_and_stops_the_session(
+    cold: pytest.Pytester, mode: str, raised: str, said: str
 ) -> None:
-    cold.makeconftest(
-        (cold.path / "conftest.py").read_text() + ALARM.format(exception="KeyboardInterrupt")
-    )
-    cold.makepyfile(HANGS_UNMARKED)
-    began = time.monotonic()
-    result = run(cold, f"--cold-compile-mode={mode}")
-    assert time.monotonic() - began < 60
-    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
-    result.stdout.no_fnmatch_line("*1 passed*")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    assert child_gone(cold.path / "child.pid")
-
-
-@pytest.mark.parametrize("mode", ["fork", "spawn"])
-def test_pytest_exit_in_the_parent_kills_the_child_and_stops_the_session(
-    cold: pytest.Pytester, mode: str
-) -> None:
-    cold.makeconftest(
-        (cold.path / "conftest.py").read_text()
-        + ALARM.format(exception='pytest.exit("stopped by the parent")')
-    )
-    cold.makepyfile(HANGS_UNMARKED)
-    result = run(cold, f"--cold-compile-mode={mode}")
-    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-    result.stdout.fnmatch_lines(["*Exit: stopped by the parent*"])
+    result = _interrupt_the_parent(cold, mode, raised)
+    result.stdout.fnmatch_lines([said])
     result.stdout.no_fnmatch_line("*passed*")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert child_gone(cold.path / "child.pid")
