@@ -20,11 +20,10 @@ needs_timeout_plugin = pytest.mark.skipif(
     importlib.util.find_spec("pytest_timeout") is None, reason="needs pytest-timeout"
 )
 
-HANGS = """
+HANGS_UNMARKED = """
 import os, time, pytest
 
 @pytest.mark.cold_compile
-@pytest.mark.timeout(3)
 def test_hangs():
     with open("child.pid", "w") as f:
         f.write(str(os.getpid()))
@@ -33,6 +32,9 @@ def test_hangs():
 def test_next():
     pass
 """
+HANGS = HANGS_UNMARKED.replace(
+    "@pytest.mark.cold_compile\n", "@pytest.mark.cold_compile\n@pytest.mark.timeout(3)\n"
+)
 
 
 def child_gone(path: Path) -> bool:
@@ -87,18 +89,6 @@ def pytest_runtest_protocol(item):
             signal.setitimer(signal.ITIMER_REAL, 0)
 """
 
-HANGS_UNMARKED = """
-import os, time, pytest
-
-@pytest.mark.cold_compile
-def test_hangs():
-    with open("child.pid", "w") as f:
-        f.write(str(os.getpid()))
-    time.sleep(120)
-
-def test_next():
-    pass
-"""
 
 
 def _interrupt_the_parent(
