@@ -70,17 +70,3 @@ def test_crashes_under_xfail_follow_pytests_evaluation(cold: pytest.Pytester) ->
         ]
     )
     result.stdout.fnmatch_lines(["*xfail(raises=*ValueError*) expects an exception, not a crash*"])
-
-
-def test_runxfail_reports_a_crash_under_xfail_as_a_failure(cold: pytest.Pytester) -> None:
-    cold.makepyfile(
-        """
-        import os, signal, pytest
-        @pytest.mark.xfail(reason="crashes on purpose")
-        def test_crash():
-            os.kill(os.getpid(), signal.SIGABRT)
-        """
-    )
-    result = run(cold, "--cold-compile", "--runxfail")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*CRASHED with signal 6 (SIGABRT)*"])

@@ -236,7 +236,16 @@ def test_assertion_rewriting_output_and_properties_survive(cold: pytest.Pytester
     assert '<property name="answer" value="42" />' in junit
 
 
-def test_a_crash_under_xfail_is_the_expected_failure(cold: pytest.Pytester) -> None:
+@pytest.mark.parametrize(
+    ("option", "outcome", "said"),
+    [
+        ("-rx", "xfailed", "*XFAIL*crashes on purpose*CRASHED with signal 6 (SIGABRT)*"),
+        ("--runxfail", "failed", "*CRASHED with signal 6 (SIGABRT)*"),
+    ],
+)
+def test_a_crash_under_xfail_is_the_expected_failure_unless_runxfail(
+    cold: pytest.Pytester, option: str, outcome: str, said: str
+) -> None:
     cold.makepyfile(
         """
         import os, signal, pytest
@@ -245,9 +254,9 @@ def test_a_crash_under_xfail_is_the_expected_failure(cold: pytest.Pytester) -> N
             os.kill(os.getpid(), signal.SIGABRT)
         """
     )
-    result = run(cold, "--cold-compile", "-rx")
-    result.assert_outcomes(xfailed=1)
-    result.stdout.fnmatch_lines(["*XFAIL*crashes on purpose*CRASHED with signal 6 (SIGABRT)*"])
+    result = run(cold, "--cold-compile", option)
+    result.assert_outcomes(**{outcome: 1})
+    result.stdout.fnmatch_lines([said])
 
 
 def test_pytest_exit_in_a_cold_test_stops_the_session(cold: pytest.Pytester) -> None:
