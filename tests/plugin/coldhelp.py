@@ -32,3 +32,14 @@ def fake_distribution(pytester: pytest.Pytester, name: str, entry_points: dict[s
 
 needs_fork = pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+def timed_out_lines(seconds: int) -> list[str]:
+    """What a test killed by --cold-compile-timeout=seconds reports, in order (its body
+    printed "waiting forever" before it hung)."""
+    return [
+        f"*: timeout: the cold child ran longer than {seconds} s (--cold-compile-timeout); "
+        "its process group was killed",
+        "*Captured stdout call*",
+        "waiting forever",
+    ]
