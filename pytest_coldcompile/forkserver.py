@@ -7,6 +7,7 @@ answer carries its request's id, so an answer to an abandoned request is never t
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -125,6 +126,9 @@ class ForkServer:
                 self.preload()
             except Exception:
                 preload_error = traceback.format_exc()
+        # Everything here now lives as long as the server: out of the collector's sight, a
+        # child's collections skip it and do not copy its pages by touching reference counts.
+        gc.freeze()
         lines = _Lines(inbox)
         while True:
             try:
