@@ -67,8 +67,15 @@ class ChildContext:
         }
 
 
-ACTIVE: ChildContext | None = None
-"""Set in a cold child only."""
+CONTEXT_KEY = pytest.StashKey[ChildContext]()
+
+
+def active(config: pytest.Config) -> ChildContext | None:
+    """The cold child's context when config runs a cold child's test, else None.
+
+    Kept on the config, not in the process: a pytest run started inside a cold test (pytester's
+    inline runs) has a config of its own and is an ordinary run."""
+    return config.stash.get(CONTEXT_KEY, None)
 
 
 def _adopt_selectors(tally: selectors.EventTally, stats: CompileStats) -> None:
@@ -227,7 +234,6 @@ def _record_junitxml(config: pytest.Config, orders: dict[str, Any], test_dir: st
 
 def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     """Make this process a cold child: private caches, resets, cap, selectors, statistics."""
-    global ACTIVE
     _disable_debugger(config)
     _record_junitxml(config, orders, orders["dir"])
     test_dir = orders["dir"]
@@ -243,7 +249,7 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     if orders.get("smem_limit"):
         ctx.cap = SmemCap(int(orders["smem_limit"])).install()
     _adopt_selectors(ctx.tally, ctx.stats)
-    ACTIVE = ctx
+    config.stash[CONTEXT_KEY] = ctx
     return ctx
 
 

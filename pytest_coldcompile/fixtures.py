@@ -31,7 +31,7 @@ class ColdState:
 @pytest.fixture
 def cold_state(request: pytest.FixtureRequest) -> ColdState:
     """Facts about how this test runs: ``.cold``, ``.mode``, ``.cache_dir``, ``.smem_limit``."""
-    ctx = child.ACTIVE
+    ctx = child.active(request.config)
     if ctx is not None:
         return ColdState(True, ctx.mode, ctx.cache_dir, ctx.smem_limit)
     limit, _ = options.smem_limit_for(request.node)

@@ -121,7 +121,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     engine = item.config.stash.get(ENGINE_KEY, None)
-    if child.ACTIVE is not None:
+    if child.active(item.config) is not None:
         return _child_protocol(item, nextitem)
     if engine is None or not options.is_cold(item):
         return None
@@ -200,7 +200,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.stash[DEVICE_SKIP_KEY] = True
         device_markers.skip_unless_device(needs_cuda, needs_smem, limit, source)
         del item.stash[DEVICE_SKIP_KEY]
-    if limit is not None and child.ACTIVE is None:
+    if limit is not None and child.active(item.config) is None:
         # In-process: capped from setup to teardown. Kernels this process loaded before are
         # not checked again.
         item.stash[CAP_KEY] = smem_cap.install(limit)

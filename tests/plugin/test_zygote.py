@@ -318,3 +318,15 @@ def test_a_cold_run_on_a_gpu_machine_preloads_the_zygote_at_once(cold: pytest.Py
     result = run(cold, "-p", "fakedriver", "--cold-compile")
     result.assert_outcomes(passed=1)
     assert (cold.path / "imported-by.txt").exists(), "the zygote preloaded before the decision"
+
+
+@pytest.mark.cold_compile
+def test_a_pytest_run_inside_a_cold_test_is_an_ordinary_run(pytester: pytest.Pytester) -> None:
+    # This test runs in a cold child; the run it starts in the same process has a config of
+    # its own and must not take itself for that child.
+    pytester.makepyfile(
+        "def test_inner(cold_state):\n    assert not cold_state.cold and cold_state.mode is None\n"
+    )
+    pytester.inline_run("-p", "no:cacheprovider", "--cold-compile-mode=fork").assertoutcome(
+        passed=1
+    )
