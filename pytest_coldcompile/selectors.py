@@ -85,10 +85,6 @@ def pending_entry_points() -> list[importlib.metadata.EntryPoint]:
     return [ep for ep in entry_points() if ep.name not in _loaded]
 
 
-def load_entry_point(ep: importlib.metadata.EntryPoint) -> Any:
-    return _load(ep)
-
-
 def loaded() -> list[Any]:
     """Every selector loaded so far: entry points first, then register_selector() ones."""
     seen: list[Any] = []
