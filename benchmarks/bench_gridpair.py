@@ -4,15 +4,16 @@
 
 Shapes P147 (lmax 6, K=3, F=2, C=96, G=584), P49 (6,1,1,256,584), P25 (4,1,1,64,296) and P108
 (5,3,2,64,344), 300 nodes; dtypes float32 and bf16-amp (CUDA autocast); passes fwd, fwd+bwd and
-force (forward + backward with create_graph + second backward, one each); implementations
-fused (grid_pair, eager, as a kernel author calls it), fused-compiled (the same pass traced with
-make_fx and compiled with torch.compile's default mode), reference-eager (reference_grid_pair)
-and reference-compiled (the pass traced with make_fx and compiled with torch.compile, mode
+force (forward + backward with create_graph + second backward, one each); implementations fused
+(grid_pair, eager, as a kernel author calls it), fused-ops (optional: the same eager pass through
+the custom ops' dispatch, not grid_pair's eager path), fused-compiled (the same pass traced with
+make_fx and compiled with torch.compile's default mode), reference-eager (reference_grid_pair) and
+reference-compiled (the pass traced with make_fx and compiled with torch.compile, mode
 max-autotune-no-cudagraphs for the shapes in --autotune-shapes, Inductor's default mode for the
 others, recorded per row). Median time of triton.testing.do_bench (host overhead included, as a
-caller sees it), extra peak memory over the inputs, achieved TFLOP/s and % of the H200's
-datasheet peak (bf16 dense 989.5, fp32 non-tensor 66.9 TFLOP/s). ``graph_ms`` is the same pass
-captured once in a CUDA graph and replayed: the GPU's time without the host's.
+caller sees it), extra peak memory over the inputs, achieved TFLOP/s and % of the H200's datasheet
+peak (bf16 dense 989.5, fp32 non-tensor 66.9 TFLOP/s). ``graph_ms`` is the same pass captured once
+in a CUDA graph and replayed: the GPU's time without the host's.
 """
 
 import argparse
@@ -37,6 +38,18 @@ SHAPES = {  # name: (lmax, K, F, C, G)
 PASSES = {"fwd": 3, "fwd+bwd": 8, "force": 16}  # grid-pair products (2*G*D*K*C*N*F flops each)
 PEAK_TFLOPS = {"bf16-amp": 989.5, "float32": 66.9}
 IMPLS = ("fused", "fused-compiled", "reference-eager", "reference-compiled")
+# Not in the default run: the eager pass through the custom ops' dispatch (what ``fused`` was
+# before gridpair.eager), for a side-by-side measure of the eager path.
+EXTRA_IMPLS = ("fused-ops",)
+
+
+def grid_pair_through_ops(left, right, to_grid, from_grid, n_frames):
+    """grid_pair's checks, then always the custom op (never the eager path)."""
+    from gridpair.inputs import check_constant_projectors, check_operands
+
+    check_operands(left, right, to_grid, from_grid, n_frames)
+    check_constant_projectors(to_grid, from_grid)
+    return torch.ops.gridpair.grid_pair_fwd(left, right, to_grid, from_grid, n_frames)
 
 
 def shape_label(name: str, nodes: int) -> str:
@@ -92,7 +105,9 @@ def autocast(dtype: str, device: str):
 
 def build(impl: str, kind: str, dtype: str, name: str, args, device: str, autotune: bool):
     frames = SHAPES[name][1]
-    if impl.startswith("fused"):
+    if impl == "fused-ops":
+        step = make_pass(kind, grid_pair_through_ops, frames)
+    elif impl.startswith("fused"):
         step = make_pass(kind, grid_pair, frames)
     else:
         step = make_pass(kind, reference_grid_pair, frames)

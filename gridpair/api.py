@@ -1,10 +1,13 @@
-"""The public operator ``grid_pair``: checks its input, then runs the custom-op chain."""
+"""The public operator ``grid_pair``: checks its input, then runs the eager path or the
+custom-op chain."""
 
 import torch
 from torch import Tensor
 
 from gridpair import ops  # noqa: F401  (registers torch.ops.gridpair.*)
+from gridpair.eager import grid_pair_eager
 from gridpair.inputs import check_constant_projectors, check_operands
+from gridpair.launch import nothing_traces
 
 
 def grid_pair(
@@ -23,8 +26,12 @@ def grid_pair(
         (N, D, F, K*C), contiguous, in the operands' dtype (the autocast dtype under CUDA AMP).
 
     Fused Triton kernels run on CUDA with a launch validated for the device; elsewhere, and
-    where no launch fits, the same custom ops compute the reference composition.
+    where no launch fits, the same custom ops compute the reference composition. Eager calls
+    on real CUDA tensors skip the custom ops' dispatch (``gridpair.eager``); anything traced
+    sees ``torch.ops.gridpair.*``.
     """
     check_operands(left, right, to_grid, from_grid, n_frames)
     check_constant_projectors(to_grid, from_grid)
+    if nothing_traces((left, right, to_grid, from_grid)):
+        return grid_pair_eager(left, right, to_grid, from_grid, n_frames)
     return torch.ops.gridpair.grid_pair_fwd(left, right, to_grid, from_grid, n_frames)

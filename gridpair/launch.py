@@ -1,16 +1,19 @@
 """The launch of a grid-pair kernel with a chosen tile: allocate the results, pad the
-projectors, compute the launch grid and call the kernel (through ``wrap_triton`` so that tracing
-records it)."""
+projectors, compute the launch grid and call the kernel - through ``wrap_triton`` where tracing
+must record it, or through Triton's JIT directly on the eager path (``gridpair.eager``).
+Either way the kernel is found in the JIT cache the selector's validation filled."""
 
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 from torch.library import wrap_triton
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
 from gridpair.kernels import KERNELS, OPERANDS, RESULTS
-from gridpair.probe import needs_wide_offsets
+from gridpair.probe import is_plain, needs_wide_offsets
 
 
 def pad_projector(projector: Tensor) -> Tensor:
@@ -20,17 +23,58 @@ def pad_projector(projector: Tensor) -> Tensor:
     return torch.nn.functional.pad(projector, (0, main + tail - projector.shape[1])).contiguous()
 
 
+# Projectors are constants that every launch pads again: a P147 projector pair is two copies and
+# two allocations per launch. Off any trace, a padded copy is kept per projector tensor, as long
+# as the projector lives, and used while the projector's storage and version counter (which
+# in-place writes to it or to any view of it bump) are unchanged.
+_PADDED: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def padded_projector(projector: Tensor) -> Tensor:
+    """``pad_projector(projector)``, reused across launches while the projector is unchanged.
+
+    Only for real tensors that nothing traces: under tracing the pad must be recorded, and an
+    inference tensor has no version counter to tell a change."""
+    if not nothing_traces([projector], anywhere=True) or projector.is_inference():
+        return pad_projector(projector)
+    stamp = (projector._version, projector.data_ptr(), projector.shape, projector.stride(),
+             projector.dtype, projector.device)
+    entry = _PADDED.get(projector)
+    if entry is not None and entry[0] == stamp:
+        return entry[1]
+    padded = pad_projector(projector)
+    _PADDED[projector] = (stamp, padded)
+    return padded
+
+
+def nothing_traces(tensors: Sequence[Tensor], anywhere: bool = False) -> bool:
+    """Whether a call on ``tensors`` may take the eager path: real tensors on a device the
+    kernels run on (on any device with ``anywhere``), and no compiler, tracer, transform or
+    mode that must see the custom ops."""
+    if torch.compiler.is_compiling():
+        return False
+    if _get_current_dispatch_mode() is not None or torch._C._is_torch_function_mode_enabled():
+        return False
+    if torch._C._functorch.peek_interpreter_stack() is not None:
+        return False
+    if not all(is_plain(t) for t in tensors):
+        return False
+    return anywhere or kernels_run_on(tensors[0].device)
+
+
 def launch_grid(n_rows: int, tile: Tile) -> tuple[int]:
     """One program per block of (pair, channel) rows."""
     return (-(-n_rows // tile.block_rows),)
 
 
 def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
-           n_frames: int, tile: Tile) -> tuple[Tensor, ...]:
+           n_frames: int, tile: Tile, *, direct: bool = False) -> tuple[Tensor, ...]:
     """Run kernel ``op`` ("fwd", "bwd", "bwd2") with ``tile``; return its fresh results.
 
     Operands are (N, D, F, K*C) in any strides, projectors (G, D*K); results are contiguous,
-    in the operands' dtype.
+    in the operands' dtype. ``direct``: nothing traces this call (the eager path), so the JIT
+    runs the kernel itself and padded projectors are reused; otherwise ``wrap_triton`` records
+    the launch.
     """
     if len(operands) != len(OPERANDS[op]):
         raise ValueError(f"{op}: expected operands {OPERANDS[op]}, got {len(operands)} tensors")
@@ -41,11 +85,12 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     n_rows = first.shape[0] * geometry.focus * geometry.channels
     if n_rows == 0:
         return results
-    args = kernel_arguments(operands, (pad_projector(to_grid), pad_projector(from_grid)),
-                            results, n_rows, [x.stride() for x in operands])
+    pad = padded_projector if direct else pad_projector
+    args = kernel_arguments(operands, (pad(to_grid), pad(from_grid)), results, n_rows,
+                            [x.stride() for x in operands])
     grid = launch_grid(n_rows, tile)
     kernel = KERNELS[op]
-    runner = wrap_triton(kernel) if not _interpreted(kernel) else kernel
+    runner = kernel if direct or interpreted() else wrap_triton(kernel)
     # The same decision as the selector's signature, so the validated kernel is the one run.
     wide = any(needs_wide_offsets(x) for x in operands)
     runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype, wide),
@@ -53,6 +98,13 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     return results
 
 
-def _interpreted(kernel: object) -> bool:
-    """Under TRITON_INTERPRET=1 kernels are interpreter functions that wrap_triton refuses."""
-    return type(kernel).__name__ == "InterpretedFunction"
+def interpreted() -> bool:
+    """Under TRITON_INTERPRET=1 kernels are interpreter functions (which wrap_triton refuses)
+    that run on CPU tensors."""
+    return type(KERNELS["fwd"]).__name__ == "InterpretedFunction"
+
+
+def kernels_run_on(device: torch.device) -> bool:
+    """Whether the fused kernels can run on ``device``: CUDA, or the CPU under Triton's
+    interpreter."""
+    return device.type == "cuda" or (device.type == "cpu" and interpreted())

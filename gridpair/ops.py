@@ -169,7 +169,7 @@ def _register_autocast(op, device_type: str) -> None:
 
     def autocast_kernel(*args):
         dtype = torch.get_autocast_dtype(device_type)
-        cast = [a.to(dtype) if _autocast_eligible(a, device_type) else a for a in args]
+        cast = [a.to(dtype) if autocast_eligible(a, device_type) else a for a in args]
         with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
             return op(*cast)
 
@@ -179,7 +179,7 @@ def _register_autocast(op, device_type: str) -> None:
                   key_name, with_keyset=True)
 
 
-def _autocast_eligible(value: object, device_type: str) -> bool:
+def autocast_eligible(value: object, device_type: str) -> bool:
     """torch's own rule (``cached_cast`` in aten/src/ATen/autocast_mode.h): a floating tensor
     on the autocast device, and never float64."""
     return (isinstance(value, Tensor) and value.is_floating_point()

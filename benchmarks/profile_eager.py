@@ -1,0 +1,81 @@
+"""Where the host time of an eager force step goes: cProfile and host-only timing of the P147
+force step, through grid_pair's eager path and through the custom ops' dispatch, side by side.
+
+    python benchmarks/profile_eager.py --dtype bf16-amp --steps 30 > profile.txt
+
+For each path: the step's wall time per call as do_bench reports it, the host time per step
+(issuing 50 steps without waiting for the GPU), the GPU time of the step replayed from a CUDA
+graph, and cProfile's top functions by self time over ``--steps`` steps.
+"""
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_gridpair import SHAPES, autocast, grid_pair_through_ops, inputs, make_pass, replayed_ms
+
+from gridpair import grid_pair
+
+
+def host_ms(run, steps: int = 50) -> float:
+    """Milliseconds per step to issue ``steps`` steps, the GPU left to catch up afterwards."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        run()
+    issued = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return issued / steps * 1e3
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shape", default="P147")
+    parser.add_argument("--dtype", default="bf16-amp")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    from triton.testing import do_bench
+
+    data = inputs(args.shape, 300, "cuda")
+    frames = SHAPES[args.shape][1]
+    for label, fn in (("grid_pair (eager path)", grid_pair),
+                      ("custom ops (fused-ops)", grid_pair_through_ops)):
+        step = make_pass("force", fn, frames)
+
+        def run(step=step):
+            with autocast(args.dtype, "cuda"):
+                return step(*data)
+
+        run()
+        torch.cuda.synchronize()
+        wall = do_bench(run, warmup=50, rep=200, return_mode="median")
+        host = min(host_ms(run) for _ in range(3))
+        graph = replayed_ms(run)
+        print(f"== {label}: {args.shape} {args.dtype} force step: wall {wall:.3f} ms, "
+              f"host {host:.3f} ms, graph {graph:.3f} ms, wall/graph {wall / graph:.2f}",
+              flush=True)
+        profiler = cProfile.Profile()
+        torch.cuda.synchronize()
+        profiler.enable()
+        for _ in range(args.steps):
+            run()
+        torch.cuda.synchronize()
+        profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.top)
+        print(text.getvalue(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

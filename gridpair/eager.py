@@ -1,0 +1,116 @@
+"""The eager path of ``grid_pair``: plain ``autograd.Function``s that launch the validated
+kernels through Triton's JIT, for calls on real tensors that nothing traces.
+
+The custom ops of ``ops.py`` are what tracing sees, and they stay the only path under
+``torch.compile``, ``make_fx``, fake tensors, functorch transforms and any dispatch or
+function mode. Eager, their dispatch costs more host time than the kernels take on the GPU
+(custom-op and autograd wrappers, the autocast kernel, ``wrap_triton``'s mutation wrapper; see
+docs/evidence/h200/eager-host-profile.txt). This path asks the same selector the same question
+before every launch - same key, same cached decision, same events - and launches the same
+compiled kernel from the JIT cache that validation filled; it never compiles anything itself.
+Autograd wiring mirrors ``ops.py``: fwd -> bwd -> bwd2 (bwd again where the cotangent needs no
+gradient), then the reference composition for any higher order.
+"""
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from gridpair import reference
+from gridpair.launch import launch
+from gridpair.ops import autocast_eligible
+from gridpair.selector import LaunchSelector, active_selector
+
+_REFERENCE = {"fwd": reference.fwd, "bwd": reference.bwd, "bwd2": reference.bwd2}
+
+
+def autocast_inputs(tensors: Sequence[Tensor]) -> list[Tensor]:
+    """The operands as the ops' autocast kernel passes them on: under autocast on their device,
+    the ``autocast_eligible`` ones in the autocast dtype."""
+    device_type = tensors[0].device.type
+    if not torch.is_autocast_enabled(device_type):
+        return list(tensors)
+    dtype = torch.get_autocast_dtype(device_type)
+    return [t.to(dtype) if autocast_eligible(t, device_type) else t for t in tensors]
+
+
+def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
+             n_frames: int, selector: LaunchSelector) -> tuple[Tensor, ...]:
+    """The launch the op would make (same selector question first), or the reference
+    composition where nothing fits."""
+    # The kernels read contiguous projectors (as the ops give them).
+    to_grid, from_grid = to_grid.contiguous(), from_grid.contiguous()
+    tile = selector.choose(op, operands, (to_grid, from_grid), n_frames)
+    if tile is not None:
+        return launch(op, operands, to_grid, from_grid, n_frames, tile, direct=True)
+    with torch.autocast(operands[0].device.type, enabled=False):
+        result = _REFERENCE[op](*operands, to_grid, from_grid, n_frames)
+    return result if isinstance(result, tuple) else (result,)
+
+
+class _Forward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, left, right, to_grid, from_grid, n_frames, selector):
+        ctx.save_for_backward(left, right, to_grid, from_grid)
+        ctx.n_frames, ctx.selector = n_frames, selector
+        (out,) = _compute("fwd", (left, right), to_grid, from_grid, n_frames, selector)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        left, right, to_grid, from_grid = ctx.saved_tensors
+        grad_left, grad_right = _Backward.apply(grad_out, left, right, to_grid, from_grid,
+                                                ctx.n_frames, ctx.selector)
+        return grad_left, grad_right, None, None, None, None
+
+
+class _Backward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, grad_out, left, right, to_grid, from_grid, n_frames, selector):
+        ctx.save_for_backward(grad_out, left, right, to_grid, from_grid)
+        ctx.n_frames, ctx.selector = n_frames, selector
+        return _compute("bwd", (grad_out, left, right), to_grid, from_grid, n_frames, selector)
+
+    @staticmethod
+    def backward(ctx, grad_grad_left, grad_grad_right):
+        grad_out, left, right, to_grid, from_grid = ctx.saved_tensors
+        n_frames, selector = ctx.n_frames, ctx.selector
+        if not ctx.needs_input_grad[0]:
+            # As ops._bwd_backward: with a constant cotangent, g2_l and g2_r are the first
+            # backward of (go, h_l, h_r).
+            g2_left, g2_right = _Backward.apply(grad_out, grad_grad_left, grad_grad_right,
+                                                to_grid, from_grid, n_frames, selector)
+            return None, g2_left, g2_right, None, None, None, None
+        ggo, g2_left, g2_right = _SecondBackward.apply(
+            grad_out, left, right, grad_grad_left, grad_grad_right, to_grid, from_grid,
+            n_frames, selector)
+        return ggo, g2_left, g2_right, None, None, None, None
+
+
+class _SecondBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
+                from_grid, n_frames, selector):
+        ctx.save_for_backward(grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
+                              from_grid)
+        ctx.n_frames = n_frames
+        return _compute("bwd2", (grad_out, left, right, grad_grad_left, grad_grad_right),
+                        to_grid, from_grid, n_frames, selector)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        # Third order: differentiate the reference second backward, as ops._bwd2_backward.
+        *tensors, to_grid, from_grid = ctx.saved_tensors
+        inputs = [t.detach().requires_grad_() for t in tensors]
+        with torch.enable_grad():
+            outputs = reference.bwd2(*inputs, to_grid, from_grid, ctx.n_frames)
+        grads_in = torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
+        return (*grads_in, None, None, None, None)
+
+
+def grid_pair_eager(left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tensor,
+                    n_frames: int) -> Tensor:
+    """``grid_pair`` for checked inputs on which ``nothing_traces``."""
+    left, right, to_grid, from_grid = autocast_inputs((left, right, to_grid, from_grid))
+    return _Forward.apply(left, right, to_grid, from_grid, n_frames, active_selector())
