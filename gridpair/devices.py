@@ -122,11 +122,16 @@ def limits_for(device: torch.device) -> DeviceLimits | None:
         from triton.compiler import compiler
 
         index = device.index if device.index is not None else torch.cuda.current_device()
-        name, arch = _physical_device(index)
-        shared = capped(compiler.max_shared_mem(index))
-        return DeviceLimits(f"{name} (sm_{arch}, cuda:{index})", name, arch, shared, index)
+        return _cuda_limits(index, capped(compiler.max_shared_mem(index)))
     emulated = harness.emulated_profile()
     return None if emulated is None else profile_limits(emulated)
+
+
+@functools.lru_cache(maxsize=64)
+def _cuda_limits(index: int, shared: int) -> DeviceLimits:
+    # Asked before every launch: one object per device and limit.
+    name, arch = _physical_device(index)
+    return DeviceLimits(f"{name} (sm_{arch}, cuda:{index})", name, arch, shared, index)
 
 
 def profile_limits(name: str) -> DeviceLimits:

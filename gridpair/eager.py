@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from gridpair import reference
-from gridpair.launch import launch
+from gridpair.launch import ProjectorCache, launch
 from gridpair.ops import autocast_eligible
 from gridpair.selector import LaunchSelector, active_selector
 
@@ -26,13 +26,29 @@ _REFERENCE = {"fwd": reference.fwd, "bwd": reference.bwd, "bwd2": reference.bwd2
 
 
 def autocast_inputs(tensors: Sequence[Tensor]) -> list[Tensor]:
-    """The operands as the ops' autocast kernel passes them on: under autocast on their device,
-    the ``autocast_eligible`` ones in the autocast dtype."""
+    """(left, right, to_grid, from_grid) as the ops' autocast kernel passes them on: under
+    autocast on their device, the ``autocast_eligible`` ones in the autocast dtype. The constant
+    projectors' casts are kept (``ProjectorCache``), as autocast keeps its weights' casts."""
     device_type = tensors[0].device.type
     if not torch.is_autocast_enabled(device_type):
         return list(tensors)
     dtype = torch.get_autocast_dtype(device_type)
-    return [t.to(dtype) if autocast_eligible(t, device_type) else t for t in tensors]
+    left, right, *projectors = tensors
+    return [*(t.to(dtype) if autocast_eligible(t, device_type) else t for t in (left, right)),
+            *(_cast(p, dtype) if autocast_eligible(p, device_type) else p for p in projectors)]
+
+
+_CASTS: dict[torch.dtype, ProjectorCache] = {}
+
+
+def _cast(projector: Tensor, dtype: torch.dtype) -> Tensor:
+    if projector.dtype == dtype:
+        return projector
+    if projector.is_inference():
+        return projector.to(dtype)
+    if dtype not in _CASTS:
+        _CASTS[dtype] = ProjectorCache(lambda p: p.to(dtype))
+    return _CASTS[dtype](projector)
 
 
 def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,

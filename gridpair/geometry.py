@@ -6,6 +6,7 @@ probing builds its validation compile from them with dtype placeholders, ``launc
 real launch from them, so both compile the same kernel.
 """
 
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -30,8 +31,14 @@ class Geometry:
     @classmethod
     def of(cls, left: Tensor, to_grid: Tensor, n_frames: int) -> "Geometry":
         _, degrees, focus, packed = left.shape
-        return cls(int(degrees), int(focus), n_frames, int(packed) // n_frames,
-                   int(to_grid.shape[0]))
+        return _geometry(int(degrees), int(focus), n_frames, int(packed),
+                         int(to_grid.shape[0]))
+
+
+@functools.lru_cache(maxsize=256)
+def _geometry(degrees: int, focus: int, frames: int, packed: int, grid: int) -> Geometry:
+    # One object per geometry: built for every launch and hashed into every selector key.
+    return Geometry(degrees, focus, frames, packed // frames, grid)
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,13 @@ projectors, compute the launch grid and call the kernel - through ``wrap_triton`
 must record it, or through Triton's JIT directly on the eager path (``gridpair.eager``).
 Either way the kernel is found in the JIT cache the selector's validation filled."""
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 from torch.library import wrap_triton
 from torch.utils._python_dispatch import _get_current_dispatch_mode
-from torch.utils.weak import WeakIdKeyDictionary
 
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
 from gridpair.kernels import KERNELS, OPERANDS, RESULTS
@@ -23,11 +23,32 @@ def pad_projector(projector: Tensor) -> Tensor:
     return torch.nn.functional.pad(projector, (0, main + tail - projector.shape[1])).contiguous()
 
 
+class ProjectorCache:
+    """Values derived from constant projectors (padded copies, autocast casts), kept per
+    projector tensor while it lives, and used while its storage and version counter (which an
+    in-place write to it or to any view of it bumps) are unchanged. Keyed by identity through
+    a weak reference, as cheaply as a dict lookup: it is consulted on every eager launch."""
+
+    def __init__(self, derive: Callable[[Tensor], Tensor]) -> None:
+        self._derive = derive
+        self._entries: dict[int, tuple[weakref.ref, tuple, Tensor]] = {}
+
+    def __call__(self, projector: Tensor) -> Tensor:
+        stamp = (projector._version, projector.data_ptr(), projector.shape, projector.stride())
+        entry = self._entries.get(id(projector))
+        if entry is not None and entry[0]() is projector and entry[1] == stamp:
+            return entry[2]
+        derived = self._derive(projector)
+        key = id(projector)
+        entries = self._entries
+        self._entries[key] = (weakref.ref(projector, lambda _, key=key: entries.pop(key, None)),
+                              stamp, derived)
+        return derived
+
+
 # Projectors are constants that every launch pads again: a P147 projector pair is two copies and
-# two allocations per launch. Off any trace, a padded copy is kept per projector tensor, as long
-# as the projector lives, and used while the projector's storage and version counter (which
-# in-place writes to it or to any view of it bump) are unchanged.
-_PADDED: WeakIdKeyDictionary = WeakIdKeyDictionary()
+# two allocations per launch.
+_padded = ProjectorCache(lambda projector: pad_projector(projector))
 
 
 def padded_projector(projector: Tensor) -> Tensor:
@@ -37,14 +58,7 @@ def padded_projector(projector: Tensor) -> Tensor:
     inference tensor has no version counter to tell a change."""
     if not nothing_traces([projector], anywhere=True) or projector.is_inference():
         return pad_projector(projector)
-    stamp = (projector._version, projector.data_ptr(), projector.shape, projector.stride(),
-             projector.dtype, projector.device)
-    entry = _PADDED.get(projector)
-    if entry is not None and entry[0] == stamp:
-        return entry[1]
-    padded = pad_projector(projector)
-    _PADDED[projector] = (stamp, padded)
-    return padded
+    return _padded(projector)
 
 
 def nothing_traces(tensors: Sequence[Tensor], anywhere: bool = False) -> bool:
@@ -60,6 +74,11 @@ def nothing_traces(tensors: Sequence[Tensor], anywhere: bool = False) -> bool:
     if not all(is_plain(t) for t in tensors):
         return False
     return anywhere or kernels_run_on(tensors[0].device)
+
+
+def _reused_padding(projector: Tensor) -> Tensor:
+    # ``padded_projector`` for a direct launch, whose caller has checked that nothing traces.
+    return pad_projector(projector) if projector.is_inference() else _padded(projector)
 
 
 def launch_grid(n_rows: int, tile: Tile) -> tuple[int]:
@@ -85,7 +104,7 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     n_rows = first.shape[0] * geometry.focus * geometry.channels
     if n_rows == 0:
         return results
-    pad = padded_projector if direct else pad_projector
+    pad = _reused_padding if direct else pad_projector
     args = kernel_arguments(operands, (pad(to_grid), pad(from_grid)), results, n_rows,
                             [x.stride() for x in operands])
     grid = launch_grid(n_rows, tile)

@@ -68,19 +68,21 @@ _INT32_MAX = 2**31 - 1
 
 def is_plain(tensor: Tensor) -> bool:
     """A tensor with real storage: fake and functional tensors have no data pointer."""
-    return type(tensor) in _PLAIN and tensor.device.type != "meta"
+    return type(tensor) in _PLAIN and not tensor.is_meta
 
 
 def reachable_offset(tensor: Tensor) -> int | None:
     """The largest element offset a kernel forms from ``tensor``'s strides,
     sum over dims of (size - 1) * stride (0 when empty); None where a size or stride is
     symbolic."""
-    sizes, strides = tensor.shape, tensor.stride()
-    if not all(type(v) is int for v in (*sizes, *strides)):
-        return None
-    if 0 in sizes:
-        return 0
-    return sum((size - 1) * stride for size, stride in zip(sizes, strides))
+    # A plain loop: this runs for every operand of every eager launch.
+    reach, empty = 0, False
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        if type(size) is not int or type(stride) is not int:
+            return None
+        empty = empty or size == 0
+        reach += (size - 1) * stride
+    return 0 if empty else reach
 
 
 def needs_wide_offsets(tensor: Tensor) -> bool:
@@ -91,7 +93,8 @@ def needs_wide_offsets(tensor: Tensor) -> bool:
     reach = reachable_offset(tensor)
     if reach is None:
         return False
-    return max(reach, tensor.numel() - 1, *tensor.stride()) > _INT32_MAX
+    return reach > _INT32_MAX or tensor.numel() > _INT32_MAX + 1 or any(
+        stride > _INT32_MAX for stride in tensor.stride())
 
 
 def _layout(tensor: Tensor) -> tuple[bool, bool]:

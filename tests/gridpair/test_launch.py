@@ -45,3 +45,20 @@ def test_inference_tensors_and_traces_are_padded_every_time():
     graph = make_fx(padded_projector)(projector)
     assert any("pad" in str(node.target) or "constant_pad" in str(node.target)
                for node in graph.graph.nodes), graph.code
+
+
+def test_the_eager_autocast_cast_of_a_projector_is_kept_until_it_changes():
+    from gridpair.eager import autocast_inputs
+
+    left, right = torch.randn(2, 4, 1, 3), torch.randn(2, 4, 1, 3)
+    to_grid, from_grid = torch.randn(5, 4), torch.randn(5, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        first = autocast_inputs((left, right, to_grid, from_grid))
+        again = autocast_inputs((left, right, to_grid, from_grid))
+        assert [t.dtype for t in first] == [torch.bfloat16] * 4
+        assert again[2] is first[2] and again[3] is first[3]
+        assert again[0] is not first[0]  # operands are cast on every call
+        to_grid.add_(1)
+        fresh = autocast_inputs((left, right, to_grid, from_grid))
+    assert torch.equal(fresh[2], to_grid.to(torch.bfloat16)) and fresh[3] is first[3]
+    assert autocast_inputs((left, right, to_grid, from_grid))[2] is to_grid  # autocast off
