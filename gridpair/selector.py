@@ -151,6 +151,13 @@ def _default_workers() -> int:
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
+# Worker count from which the sibling ops' ladders start compiling as soon as a key's search
+# starts, beside it, rather than once it is decided. With two threads on two cores the search's
+# own compile would share its core with them (the look-ahead from a ladder's head measured
+# twice as slow there, see ``_ahead``); from three, a core is left for it.
+_EARLY_SIBLINGS_FROM = 3
+
+
 def _ahead(index: int, workers: int) -> int:
     """Candidates compiled ahead of ladder position ``index``. None before a first rejection:
     the head of a ladder usually fits its device (tuned tiles, or the largest that does), and
@@ -417,6 +424,10 @@ class LaunchSelector:
 
     def _decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool,
                 start: float, siblings: bool = True) -> Decision:
+        early = siblings and self.workers >= _EARLY_SIBLINGS_FROM
+        if early and key.signature.dtype in FUSED_DTYPES:
+            for sibling in self.siblings(key):
+                self._validate_ahead(sibling, limits)
         if key.signature.dtype not in FUSED_DTYPES:
             decision = Decision(key, ())
             self._emit("fallback", key, None, {"limit": key.limit}, UNSUPPORTED,

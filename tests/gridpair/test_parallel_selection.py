@@ -147,6 +147,34 @@ def test_sibling_ops_are_validated_ahead_unreported_and_never_compiled_twice(pro
         assert set(tiles(events)) <= set(ahead)
 
 
+@pytest.mark.parametrize(("workers", "early"), [(2, False), (3, True)])
+def test_siblings_start_beside_the_search_only_with_a_core_to_spare(profile, monkeypatch,
+                                                                    workers, early):
+    """With three workers and more, the backwards' first candidates compile while the
+    forward's search still runs; with two, only after it is decided."""
+    profile(SMALL_DEVICE)
+    sibling_started, forward_compiled = threading.Event(), threading.Event()
+    forward_pending_at_sibling_start = []
+    real = selector_module.compile_candidate
+
+    def observed(op, geometry, tile, signature, limits):
+        if op == "fwd":
+            sibling_started.wait(timeout=3)  # time for a sibling to start beside it
+            result = real(op, geometry, tile, signature, limits)
+            forward_compiled.set()
+            return result
+        if not sibling_started.is_set():
+            forward_pending_at_sibling_start.append(not forward_compiled.is_set())
+            sibling_started.set()
+        return real(op, geometry, tile, signature, limits)
+
+    monkeypatch.setattr(selector_module, "compile_candidate", observed)
+    selector = LaunchSelector(workers=workers)
+    selector.choose("fwd", *launch_args("fwd"))
+    assert selector.idle(timeout=600)
+    assert forward_pending_at_sibling_start == [early]
+
+
 def test_reset_forgets_the_work_validated_ahead(profile, compiled):
     profile(SMALL_DEVICE)
     selector = LaunchSelector(workers=2)
@@ -179,8 +207,9 @@ def test_a_compile_error_follows_serial_semantics(profile, compiled, monkeypatch
             with pytest.raises(CompilationError):
                 selector.choose("fwd", *launch_args("fwd"))
             assert list(selector.cached()) == []
-            # Not cached: each attempt compiles the failing candidate again.
-            assert [t for _, t in compiled].count(BAD) == attempt
+            # Not cached: each attempt compiles the failing candidate again (the sibling ops'
+            # ladders, compiled beside it, are their own searches).
+            assert [t for op, t in compiled if op == "fwd"].count(BAD) == attempt
         else:
             assert selector.choose("fwd", *launch_args("fwd")) == GOOD
     assert selector.idle(timeout=300)
