@@ -2,6 +2,7 @@
 bf16 autocast, contiguous and degree-major), and the selector through real handle loading.
 CI has no GPU: these carry requires_cuda; their output lives under docs/evidence/."""
 
+import contextlib
 import statistics
 
 import pytest
@@ -158,6 +159,51 @@ def test_one_compile_per_probe_and_none_at_launch(triton_compiles, dtype):
     torch.cuda.synchronize()
     assert len(triton_compiles.compiled) == before
     assert len([e for e in events if e.kind == "probe"]) == len(probes)
+
+
+@pytest.mark.cold_compile
+@pytest.mark.parametrize("precision", ["float32", "bf16-amp"])
+def test_the_eager_path_runs_the_validated_kernels_and_agrees_with_the_ops(triton_compiles,
+                                                                         precision):
+    """grid_pair on real CUDA tensors takes gridpair.eager: every launch is asked of the selector
+    first, compiles nothing beyond its probes, and matches the custom-op chain within the
+    working precision's bound (kernels may differ only in the order they sum)."""
+    from gridpair.inputs import check_operands
+
+    selector = LaunchSelector()
+    events = []
+    selector.subscribe(events.append)
+    direct = []
+    real_launch = gridpair.eager.launch
+
+    def spy(op, *args, **kwargs):
+        direct.append(op)
+        return real_launch(op, *args, **kwargs)
+
+    def through_ops(left, right, to_grid, from_grid, n_frames):
+        check_operands(left, right, to_grid, from_grid, n_frames)
+        return torch.ops.gridpair.grid_pair_fwd(left, right, to_grid, from_grid, n_frames)
+
+    ops = draw(300, 49, 2, 3, 96, 584, seed=9, device="cuda").to(torch.float32)
+    amp = (torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16-amp"
+           else contextlib.nullcontext())
+    gridpair.eager.launch = spy
+    try:
+        with using_selector(selector), amp:
+            eager = force_quantities(grid_pair, ops)
+            torch.cuda.synchronize()
+            probes = [e for e in events if e.kind == "probe"]
+            assert len(triton_compiles.compiled) == len(probes) > 0
+            assert direct == ["fwd", "bwd", "bwd2"]
+            assert [e.op for e in events if e.kind == "admit"] == direct
+            through = force_quantities(through_ops, ops)
+    finally:
+        gridpair.eager.launch = real_launch
+    assert direct == ["fwd", "bwd", "bwd2"]  # the ops' chain never takes the eager launch
+    bound = 2e-2 if precision == "bf16-amp" else 1e-5
+    for name in eager:
+        difference = (eager[name].double() - through[name].double()).norm()
+        assert difference <= bound * through[name].double().norm(), name
 
 
 CAP = 101376  # a 99 KiB device's per-block shared memory
