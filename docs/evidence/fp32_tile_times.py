@@ -1,0 +1,70 @@
+"""GPU time of fp32 tiles of one kernel at a benchmark shape, each replayed from a CUDA graph and
+checked against float64: for finding tiles that spill less than the tuned ones.
+
+    python docs/evidence/fp32_tile_times.py --op bwd --tiles 16,32,2,4,tf32x3 16,32,2,8,tf32x3
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "gridpair"))
+
+from triton.runtime.errors import OutOfResources  # noqa: E402
+
+from benchmarks.bench_gridpair import SHAPES, replayed_ms  # noqa: E402
+from gridpair import reference  # noqa: E402
+from gridpair.geometry import Tile  # noqa: E402
+from gridpair.launch import launch  # noqa: E402
+from numerics import draw, relative_error  # noqa: E402
+
+NAMES = {"fwd": ("left", "right"), "bwd": ("cotangent", "left", "right"),
+         "bwd2": ("cotangent", "left", "right", "grad_grad_left", "grad_grad_right")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", default="P147")
+    parser.add_argument("--op", default="bwd")
+    parser.add_argument("--tiles", nargs="+", required=True)
+    args = parser.parse_args()
+    lmax, frames, focus, channels, points = SHAPES[args.shape]
+    ops = draw(300, (lmax + 1) ** 2, focus, frames, channels, points, seed=7, device="cuda")
+    exact = getattr(reference, args.op)(*[getattr(ops, n) for n in NAMES[args.op]],
+                                        ops.to_grid, ops.from_grid, ops.n_frames)
+    exact = exact if isinstance(exact, tuple) else (exact,)
+    single = ops.to(torch.float32)
+    operands = [getattr(single, n) for n in NAMES[args.op]]
+    own = getattr(reference, args.op)(*operands, single.to_grid, single.from_grid, frames)
+    own = own if isinstance(own, tuple) else (own,)
+    own_error = max(relative_error(o, e) for o, e in zip(own, exact))
+    reference_ms = replayed_ms(lambda: getattr(reference, args.op)(
+        *operands, single.to_grid, single.from_grid, frames))
+    print(f"{args.op} reference (einsums, IEEE fp32): {reference_ms:.3f} ms", flush=True)
+    for text in args.tiles:
+        rows, grid, stages, warps, *dots = text.split(",")
+        tile = Tile(int(rows), int(grid), int(stages), int(warps), dots[0] if dots else None)
+
+        def run(tile=tile):
+            return launch(args.op, operands, single.to_grid, single.from_grid, frames, tile,
+                          direct=True)
+
+        try:
+            got = run()
+        except OutOfResources as error:
+            print(f"{args.op} {tile}: {error}", flush=True)
+            continue
+        torch.cuda.synchronize()
+        error = max(relative_error(g, e) for g, e in zip(got, exact))
+        milliseconds = replayed_ms(run)
+        print(f"{args.op} {tile}: {milliseconds:.3f} ms, error {error:.2e} "
+              f"(float32 reference {own_error:.2e})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
