@@ -12,7 +12,7 @@ run regressions-cold-smem-101376 120 "${PYTEST[@]}" --cold-compile --smem-limit 
     tests/regressions/test_cold_force_loss.py -k "test_compiled_force_loss_step_cold and multi-focus" \
     -n 2 --cold-compile-report="$OUT/cold-report.json"
 for precision in bf16-amp float32; do
-    PYTEST_COLDCOMPILE_SMEM_LIMIT=101376 run "phases-$precision" 120 \
+    run "phases-$precision" 120 env PYTEST_COLDCOMPILE_SMEM_LIMIT=101376 \
         python3 docs/evidence/cold_phases.py multi-focus $precision
 done
 run profile-bf16 100 python3 benchmarks/profile_eager.py --dtype bf16-amp --steps 30
