@@ -159,20 +159,13 @@ _EARLY_SIBLINGS_FROM = 3
 
 
 def _ahead(index: int, workers: int) -> int:
-    """Candidates compiled ahead of ladder position ``index``, plus one.
-
-    After a first rejection: every worker. At a ladder's head, with fewer than
-    ``_EARLY_SIBLINGS_FROM`` workers, none: the head usually fits its device (tuned tiles, or
-    the largest that does), and a compile beyond it would only take a core from the sibling
-    ops' searches. Measured on this 2-core CPU, six P147 searches on profile h200 with an empty
-    Triton cache: serial 30 s, two workers compiling ahead from the head 65 s (see
-    benchmarks/bench_selection.py). With more workers the head's search and its two siblings'
-    run at once, each with a third of them: under a lowered cap, where heads are rejected, the
-    chain head -> rest of the ladder then costs one compile instead of two.
+    """Candidates compiled ahead of ladder position ``index``. None before a first rejection:
+    the head of a ladder usually fits its device (tuned tiles, or the largest that does), and
+    a compile beyond it would only take a core from the sibling ops' searches. Measured on
+    this 2-core CPU, six P147 searches on profile h200 with an empty Triton cache: serial
+    30 s, two workers compiling ahead from the head 65 s (see benchmarks/bench_selection.py).
     """
-    if index > 0:
-        return workers - 1
-    return max(1, workers // 3) if workers >= _EARLY_SIBLINGS_FROM else 0
+    return 0 if index == 0 else workers - 1
 
 
 class _Task:

@@ -175,44 +175,6 @@ def test_siblings_start_beside_the_search_only_with_a_core_to_spare(profile, mon
     assert forward_pending_at_sibling_start == [early]
 
 
-@pytest.mark.parametrize(("workers", "beside_the_head"), [(3, 0), (6, 1), (16, 4)])
-def test_a_ladder_compiles_ahead_of_its_head_with_a_third_of_the_workers(
-        profile, monkeypatch, workers, beside_the_head):
-    """Under a cap that rejects the first candidates, the head and the next ones of the same
-    search compile at once: a third of the workers (the sibling searches take the rest)."""
-    profile(SMALL_DEVICE, cap=4096)  # nothing fits: every candidate is probed
-    ladder = [Tile(16, 16, 1, 4), Tile(16, 16, 2, 4), Tile(16, 32, 1, 4), Tile(16, 32, 2, 4),
-              Tile(32, 16, 1, 4), Tile(32, 16, 2, 4), Tile(32, 32, 1, 4), Tile(32, 32, 2, 4)]
-    monkeypatch.setattr(selector_module, "generated_candidates", lambda *args: list(ladder))
-    started = threading.Condition()
-    during_head = []
-    later_started = []
-    real = selector_module.compile_candidate
-
-    def observed(op, geometry, tile, signature, limits):
-        if op == "fwd" and tile == ladder[0]:
-            with started:  # give the look-ahead time to start beside the head
-                started.wait_for(lambda: len(later_started) >= beside_the_head, timeout=3)
-            result = None
-            try:
-                result = real(op, geometry, tile, signature, limits)
-            finally:
-                during_head.append(len(later_started))
-            return result
-        if op == "fwd" and not during_head:
-            with started:
-                later_started.append(tile)
-                started.notify_all()
-        return real(op, geometry, tile, signature, limits)
-
-    monkeypatch.setattr(selector_module, "compile_candidate", observed)
-    selector = LaunchSelector(workers=workers)
-    assert selector.choose("fwd", *launch_args("fwd")) is None
-    assert selector.idle(timeout=600)
-    assert during_head == [beside_the_head]
-    assert later_started == ladder[1:1 + beside_the_head]  # the next ones, in ladder order
-
-
 def test_reset_forgets_the_work_validated_ahead(profile, compiled):
     profile(SMALL_DEVICE)
     selector = LaunchSelector(workers=2)
