@@ -164,6 +164,9 @@ def _ahead(index: int, workers: int) -> int:
     a compile beyond it would only take a core from the sibling ops' searches. Measured on
     this 2-core CPU, six P147 searches on profile h200 with an empty Triton cache: serial
     30 s, two workers compiling ahead from the head 65 s (see benchmarks/bench_selection.py).
+    On the H200 (16 workers) a third of them compiling ahead of each head made the same six
+    searches 7.1 s instead of 4.7 s, and the capped fp32 regression's selection 20.0 s instead
+    of 18.0 s (docs/evidence/h200/round3/call7): the compiles' Python front end shares the GIL.
     """
     return 0 if index == 0 else workers - 1
 
