@@ -65,7 +65,7 @@ def nothing_traces(tensors: Sequence[Tensor], anywhere: bool = False) -> bool:
     """Whether a call on ``tensors`` may take the eager path: real tensors on a device the
     kernels run on (on any device with ``anywhere``), and no compiler, tracer, transform or
     mode that must see the custom ops."""
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
         return False
     if _get_current_dispatch_mode() is not None or torch._C._is_torch_function_mode_enabled():
         return False

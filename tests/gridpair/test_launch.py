@@ -4,7 +4,7 @@ again after any write to it, never cached under tracing."""
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from gridpair.launch import pad_projector, padded_projector
+from gridpair.launch import nothing_traces, pad_projector, padded_projector
 
 
 def test_a_padded_projector_is_reused_while_unchanged():
@@ -45,6 +45,15 @@ def test_inference_tensors_and_traces_are_padded_every_time():
     graph = make_fx(padded_projector)(projector)
     assert any("pad" in str(node.target) or "constant_pad" in str(node.target)
                for node in graph.graph.nodes), graph.code
+
+    seen = []
+
+    def record(x):
+        seen.append(nothing_traces([x], anywhere=True))
+        return x * 2
+
+    torch.jit.trace(record, projector)  # the TorchScript tracer must see every op
+    assert seen == [False] and nothing_traces([projector], anywhere=True)
 
 
 def test_the_eager_autocast_cast_of_a_projector_is_kept_until_it_changes():
