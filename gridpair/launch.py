@@ -5,6 +5,7 @@ Either way the kernel is found in the JIT cache the selector's validation filled
 
 import weakref
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 from torch import Tensor
@@ -112,9 +113,18 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     runner = kernel if direct or interpreted() else wrap_triton(kernel)
     # The same decision as the selector's signature, so the validated kernel is the one run.
     wide = any(needs_wide_offsets(x) for x in operands)
-    runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype, wide),
-                 num_warps=tile.num_warps, num_stages=tile.num_stages)
+    with _on_device_of(first):
+        runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype, wide),
+                     num_warps=tile.num_warps, num_stages=tile.num_stages)
     return results
+
+
+def _on_device_of(tensor: Tensor) -> AbstractContextManager:
+    """Triton launches on the current CUDA device and stream: make a real operand's device
+    current (operands on cuda:1 while cuda:0 is current), as validation does."""
+    if tensor.is_cuda and is_plain(tensor) and tensor.get_device() != torch.cuda.current_device():
+        return torch.cuda.device(tensor.device)
+    return nullcontext()
 
 
 def interpreted() -> bool:
