@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_coldcompile.processes import die_with_parent, kill_group
+from pytest_coldcompile.processes import die_with_parent, kill_group, report_exit_to
 
 # How long the parent waits for the server's answers that need no test to run.
 _REPLY_TIMEOUT = 120.0
@@ -28,6 +28,8 @@ _REPLY_TIMEOUT = 120.0
 PRELOAD_BOUND = 300.0
 # How long an interrupted parent waits for the server to reap the child it killed.
 _ABANDON_TIMEOUT = 10.0
+# How often the server checks whether a child that has not reported its exit is gone.
+_EXIT_POLL = 0.05
 
 
 @dataclass
@@ -130,34 +132,45 @@ class ForkServer:
         # child's collections skip it and do not copy its pages by touching reference counts.
         gc.freeze()
         lines = _Lines(inbox)
+        exiting: set[int] = set()
         while True:
             try:
                 request = lines.read(None)
             except ServerError:
+                _reap(exiting, block=True)
                 return  # the parent is gone
             if request is None or request.get("op") == "exit":
+                _reap(exiting, block=True)
                 return
             request["preload_error"] = preload_error
             rid = request.get("id")
             server = os.getpid()
+            _reap(exiting, block=False)
+            exit_read, exit_write = os.pipe()
             pid = _fork()
             if pid == 0:
                 os.setpgid(0, 0)
-                die_with_parent(server)  # the server waits in waitpid; if it goes, so does this
+                die_with_parent(server)  # the server waits for it; if it goes, so does this
                 os.close(inbox)
                 os.close(outbox)
+                os.close(exit_read)
+                report_exit_to(exit_write)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 try:
                     self.child_main(request)
                 finally:
                     os._exit(70)
+            os.close(exit_write)
             try:
                 os.setpgid(pid, pid)  # also here: the parent may kill the group at once
             except OSError:
                 pass
             _send(outbox, {"id": rid, "pid": pid})
-            _, status = os.waitpid(pid, 0)
+            status, exited = _wait_child(pid, exit_read)
+            os.close(exit_read)
             kill_group(pid)  # leftovers of a child that exited (a leaked pool, a compiler)
+            if not exited:
+                exiting.add(pid)  # reported its code and is leaving: reaped later
             _send(outbox, {"id": rid, "pid": pid, "status": status})
 
     # -- parent side ---------------------------------------------------------------------
@@ -278,6 +291,33 @@ class ForkServer:
             except ProcessLookupError:
                 pass
         self.stop()
+
+
+def _wait_child(pid: int, exit_read: int) -> tuple[int, bool]:
+    """(wait status, whether reaped) of a child: the code it reported through ``exit_now``
+    as soon as it says it (it is then still exiting), else its real status once it is gone
+    (a crash, a kill). A pipe alone could not say the latter: a process the test forked may
+    hold its end open, so the child is also polled."""
+    while True:
+        ready, _, _ = select.select([exit_read], [], [], _EXIT_POLL)
+        if ready:
+            code = os.read(exit_read, 1)
+            if code:
+                return code[0] << 8, False
+        reaped, status = os.waitpid(pid, 0 if ready else os.WNOHANG)
+        if reaped:
+            return status, True
+
+
+def _reap(pids: set[int], block: bool) -> None:
+    """Reap the children that reported their exit (all of them, waiting, with ``block``)."""
+    for pid in list(pids):
+        try:
+            reaped, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            reaped = pid
+        if reaped:
+            pids.discard(pid)
 
 
 def _fork() -> int:

@@ -183,3 +183,46 @@ def test_a_server_whose_parent_died_before_arming_does_not_stay_an_orphan(tmp_pa
     finally:
         if not gone(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def reporting(request: dict[str, Any]) -> None:
+    """child_main: leave a grandchild holding every inherited fd, then end as asked."""
+    from pytest_coldcompile.processes import exit_now
+
+    grandchild = os.fork()
+    if grandchild == 0:
+        Path(request["pidfile"]).write_text(str(os.getpid()))
+        time.sleep(60)
+        os._exit(0)
+    read_pid(Path(request["pidfile"]))
+    if request["end"] == "exit_now":
+        exit_now(request["code"])
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("end", ["exit_now", "killed"])
+def test_the_exit_is_reported_whoever_holds_the_childs_pipe(tmp_path: Path, end: str) -> None:
+    """A child that leaves through exit_now is reported with its code at once (its address
+    space is torn down while the next test starts); one that dies otherwise is reported from
+    its real status, though a process it forked still holds the exit pipe open. Either way
+    its group is killed, the grandchild with it."""
+    srv = ForkServer(reporting)
+    srv.start()
+    try:
+        pidfile = tmp_path / "grandchild"
+        began = time.monotonic()
+        ended = srv.run({"pidfile": str(pidfile), "end": end, "code": 3}, timeout=30)
+        assert time.monotonic() - began < 10  # never the grandchild's 60 s
+        if end == "exit_now":
+            assert (ended.returncode, ended.signal) == (3, None)
+        else:
+            assert (ended.returncode, ended.signal) == (None, signal.SIGKILL)
+        assert wait_gone(read_pid(pidfile), within=10)
+        assert wait_gone(ended.pid, within=10)
+        # The server goes on serving.
+        again = srv.run({"pidfile": str(tmp_path / "again"), "end": "exit_now", "code": 0},
+                        timeout=30)
+        assert again.returncode == 0
+    finally:
+        srv.stop()
+    assert srv.pid is None
