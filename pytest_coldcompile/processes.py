@@ -4,6 +4,7 @@ it, and killing a child's whole process group."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import sys
@@ -23,8 +24,7 @@ def die_with_parent(expected_parent: int | None = None) -> None:
         return
     parent = os.getppid() if expected_parent is None else expected_parent
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         return
     if os.getppid() != parent:
@@ -38,6 +38,12 @@ def report_exit_to(fd: int) -> None:
     """Have ``exit_now`` write its exit code (one byte) to ``fd`` before the process exits."""
     global _exit_report_fd
     _exit_report_fd = fd
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    # Loaded once, in the fork server, and inherited: every cold child arms its death signal.
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def exit_now(code: int) -> NoReturn:
