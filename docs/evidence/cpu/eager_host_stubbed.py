@@ -1,0 +1,95 @@
+"""Host time of grid_pair's eager path on the CPU, the kernel launch stubbed out: a bf16-amp
+force step over small CPU tensors through the eager Functions (selection, padding, autograd
+wiring all real; only the Triton launch replaced by allocating its results), against the same
+step through trivial autograd Functions (the floor). From the repository root:
+
+    python docs/evidence/cpu/eager_host_stubbed.py
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+os.environ["GRIDPAIR_DEVICE"] = "h200"
+
+import torch  # noqa: E402
+from bench_gridpair import make_pass  # noqa: E402
+
+import gridpair  # noqa: E402
+from gridpair import eager, launch  # noqa: E402
+from gridpair.geometry import Tile  # noqa: E402
+from gridpair.kernels import RESULTS  # noqa: E402
+from gridpair.probe import Compiled  # noqa: E402
+from gridpair.selector import LaunchSelector, using_selector  # noqa: E402
+
+
+class OneTile(LaunchSelector):
+    def candidates(self, key, device_name):
+        return [Tile(16, 16, 1, 4)]
+
+    def validate(self, key, tile, limits):
+        return Compiled(0, None)
+
+
+def stubbed_launch(op, operands, to_grid, from_grid, n_frames, tile, direct=False):
+    launch.padded_projector(to_grid)
+    launch.padded_projector(from_grid)
+    return tuple(torch.empty(operands[0].shape, dtype=operands[0].dtype) for _ in RESULTS[op])
+
+
+class Floor(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, left, right, to_grid, from_grid, n_frames):
+        ctx.save_for_backward(left, right)
+        return torch.empty_like(left)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        left, right = ctx.saved_tensors
+        grad_left, grad_right = FloorBackward.apply(grad_out, left, right)
+        return grad_left, grad_right, None, None, None
+
+
+class FloorBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, grad_out, left, right):
+        ctx.save_for_backward(grad_out, left, right)
+        return torch.empty_like(left), torch.empty_like(left)
+
+    @staticmethod
+    def backward(ctx, grad_grad_left, grad_grad_right):
+        grad_out, _, _ = ctx.saved_tensors
+        a, b = FloorBackward.apply(grad_out, grad_grad_left, grad_grad_right)
+        return None, a, b
+
+
+def main() -> int:
+    launch.kernels_run_on = lambda device: True
+    eager.launch = stubbed_launch
+    nodes, degrees, focus, frames, channels, grid = 4, 49, 2, 3, 8, 64
+    coefficients = [torch.randn(nodes, degrees, focus, frames * channels) for _ in range(5)]
+    projectors = [torch.randn(grid, degrees * frames) for _ in range(2)]
+    args = (*coefficients[:2], *projectors, *coefficients[2:])
+    with using_selector(OneTile()):
+        for label, fn in (("eager path", gridpair.grid_pair),
+                          ("trivial Functions", lambda *a: Floor.apply(*a))):
+            step = make_pass("force", fn, frames)
+
+            def run(step=step):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    return step(*args)
+
+            for _ in range(20):
+                run()
+            start = time.perf_counter()
+            for _ in range(300):
+                run()
+            print(f"{label}: {(time.perf_counter() - start) / 300 * 1e6:.0f} us per step")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
