@@ -2,14 +2,14 @@
 kernels through Triton's JIT, for calls on real tensors that nothing traces.
 
 The custom ops of ``ops.py`` are what tracing sees, and they stay the only path under
-``torch.compile``, ``make_fx``, fake tensors, functorch transforms and any dispatch or
-function mode. Eager, their dispatch costs more host time than the kernels take on the GPU
-(custom-op and autograd wrappers, the autocast kernel, ``wrap_triton``'s mutation wrapper; see
-docs/evidence/h200/eager-host-profile.txt). This path asks the same selector the same question
-before every launch - same key, same cached decision, same events - and launches the same
-compiled kernel from the JIT cache that validation filled; it never compiles anything itself.
-Autograd wiring mirrors ``ops.py``: fwd -> bwd -> bwd2 (bwd again where the cotangent needs no
-gradient), then the reference composition for any higher order.
+``torch.compile``, ``make_fx``, fake tensors, functorch transforms, TorchScript tracing and any
+dispatch or function mode (``launch.nothing_traces``). Eager, their dispatch costs more host time
+than the kernels take on the GPU (custom-op and autograd wrappers, the autocast kernel,
+``wrap_triton``'s mutation wrapper; profiles in docs/evidence/h200/round3/call1 and call4). This
+path asks the same selector the same question before every launch - same key, same cached decision,
+same events - and launches the same compiled kernel from the JIT cache that validation filled; it
+never compiles anything itself. Autograd wiring mirrors ``ops.py``: fwd -> bwd -> bwd2 (bwd again
+where the cotangent needs no gradient), then the reference composition for any higher order.
 """
 
 from collections.abc import Sequence
