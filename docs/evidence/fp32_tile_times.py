@@ -10,20 +10,15 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "gridpair"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from triton.runtime.errors import OutOfResources  # noqa: E402
+from tile_check import NAMES, fp32_case, parse_tile
+from triton.runtime.errors import OutOfResources
 
-from benchmarks.bench_gridpair import SHAPES, replayed_ms  # noqa: E402
-from gridpair import reference  # noqa: E402
-from gridpair.geometry import Tile  # noqa: E402
-from gridpair.launch import launch  # noqa: E402
-from numerics import draw, relative_error  # noqa: E402
-
-NAMES = {"fwd": ("left", "right"), "bwd": ("cotangent", "left", "right"),
-         "bwd2": ("cotangent", "left", "right", "grad_grad_left", "grad_grad_right")}
+from benchmarks.bench_gridpair import replayed_ms
+from gridpair import reference
+from gridpair.launch import launch
+from numerics import relative_error
 
 
 def main() -> int:
@@ -32,12 +27,8 @@ def main() -> int:
     parser.add_argument("--op", default="bwd")
     parser.add_argument("--tiles", nargs="+", required=True)
     args = parser.parse_args()
-    lmax, frames, focus, channels, points = SHAPES[args.shape]
-    ops = draw(300, (lmax + 1) ** 2, focus, frames, channels, points, seed=7, device="cuda")
-    exact = getattr(reference, args.op)(*[getattr(ops, n) for n in NAMES[args.op]],
-                                        ops.to_grid, ops.from_grid, ops.n_frames)
-    exact = exact if isinstance(exact, tuple) else (exact,)
-    single = ops.to(torch.float32)
+    single, exact = fp32_case(args.shape, 300, args.op)
+    frames = single.n_frames
     operands = [getattr(single, n) for n in NAMES[args.op]]
     own = getattr(reference, args.op)(*operands, single.to_grid, single.from_grid, frames)
     own = own if isinstance(own, tuple) else (own,)
@@ -46,8 +37,7 @@ def main() -> int:
         *operands, single.to_grid, single.from_grid, frames))
     print(f"{args.op} reference (einsums, IEEE fp32): {reference_ms:.3f} ms", flush=True)
     for text in args.tiles:
-        rows, grid, stages, warps, *dots = text.split(",")
-        tile = Tile(int(rows), int(grid), int(stages), int(warps), dots[0] if dots else None)
+        tile = parse_tile(text)
 
         def run(tile=tile):
             return launch(args.op, operands, single.to_grid, single.from_grid, frames, tile,

@@ -24,6 +24,22 @@ NAMES = {"fwd": ("left", "right"), "bwd": ("cotangent", "left", "right"),
          "bwd2": ("cotangent", "left", "right", "grad_grad_left", "grad_grad_right")}
 
 
+def parse_tile(text: str) -> Tile:
+    """``rows,grid,stages,warps[,fp32_dots]`` as a Tile."""
+    rows, grid, stages, warps, *dots = text.split(",")
+    return Tile(int(rows), int(grid), int(stages), int(warps), dots[0] if dots else None)
+
+
+def fp32_case(shape: str, nodes: int, op: str):
+    """(float32 operands and projectors on the GPU, the op's float64 results) at ``shape``."""
+    lmax, frames, focus, channels, points = SHAPES[shape]
+    ops = draw(nodes, (lmax + 1) ** 2, focus, frames, channels, points, seed=7, device="cuda")
+    exact = getattr(reference, op)(*[getattr(ops, n) for n in NAMES[op]], ops.to_grid,
+                                   ops.from_grid, ops.n_frames)
+    single = ops.to(torch.float32)
+    return single, exact if isinstance(exact, tuple) else (exact,)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", default="P147")
@@ -31,15 +47,8 @@ def main() -> int:
     parser.add_argument("--op", default="fwd")
     parser.add_argument("--tile", default="64,32,2,8,tf32x3")
     args = parser.parse_args()
-    rows, grid, stages, warps, *dots = args.tile.split(",")
-    tile = Tile(int(rows), int(grid), int(stages), int(warps), dots[0] if dots else None)
-    lmax, frames, focus, channels, points = SHAPES[args.shape]
-    ops = draw(args.nodes, (lmax + 1) ** 2, focus, frames, channels, points, seed=7,
-               device="cuda")
-    exact = getattr(reference, args.op)(*[getattr(ops, n) for n in NAMES[args.op]],
-                                        ops.to_grid, ops.from_grid, ops.n_frames)
-    exact = exact if isinstance(exact, tuple) else (exact,)
-    single = ops.to(torch.float32)
+    tile = parse_tile(args.tile)
+    single, exact = fp32_case(args.shape, args.nodes, args.op)
     got = launch(args.op, [getattr(single, n) for n in NAMES[args.op]], single.to_grid,
                  single.from_grid, single.n_frames, tile, direct=True)
     torch.cuda.synchronize()
