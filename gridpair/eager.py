@@ -55,8 +55,8 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
              n_frames: int, selector: LaunchSelector) -> tuple[Tensor, ...]:
     """The launch the op would make (same selector question first), or the reference
     composition where nothing fits."""
-    # The kernels read contiguous projectors (as the ops give them).
-    to_grid, from_grid = to_grid.contiguous(), from_grid.contiguous()
+    # No .contiguous() here, unlike the ops: the launch reads padded copies, contiguous
+    # whatever the projectors' layout, and cached per projector only if it is the caller's.
     tile = selector.choose(op, operands, (to_grid, from_grid), n_frames)
     if tile is not None:
         return launch(op, operands, to_grid, from_grid, n_frames, tile, direct=True)

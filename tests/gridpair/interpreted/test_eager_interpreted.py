@@ -165,3 +165,25 @@ def test_autocast_runs_the_kernels_in_the_autocast_dtype(selector, launches):
     assert got["grad2_left"].dtype == torch.float32  # back through the cast to the leaves
     assert [op for op, _ in launches] == ["fwd", "bwd", "bwd2"]
     assert_within_reference_error(got, own, exact, dtype=torch.float16)
+
+
+def test_strided_projectors_are_padded_once_and_computed_right(selector, launches,
+                                                                monkeypatch):
+    import dataclasses
+
+    from gridpair import launch as launch_module
+
+    ops = draw(3, 9, 2, 3, 5, 23, seed=37).to(torch.float32)
+    # Transposed storage: (G, D*K) views with strides (1, G).
+    to_grid = ops.to_grid.t().contiguous().t()
+    from_grid = ops.from_grid.t().contiguous().t()
+    assert not to_grid.is_contiguous()
+    strided = dataclasses.replace(ops, to_grid=to_grid, from_grid=from_grid)
+    own, exact = reference_quantities(draw(3, 9, 2, 3, 5, 23, seed=37), torch.float32)
+    assert_within_reference_error(force_quantities(grid_pair, strided), own, exact)
+    padded = []
+    real_pad = launch_module.pad_projector
+    monkeypatch.setattr(launch_module, "pad_projector",
+                        lambda projector: padded.append(projector) or real_pad(projector))
+    force_quantities(grid_pair, strided)  # a second step: the caller's projectors are the keys
+    assert len(launches) == 6 and padded == []
