@@ -22,8 +22,6 @@ from gridpair.launch import ProjectorCache, launch
 from gridpair.ops import autocast_eligible
 from gridpair.selector import LaunchSelector, active_selector
 
-_REFERENCE = {"fwd": reference.fwd, "bwd": reference.bwd, "bwd2": reference.bwd2}
-
 
 def autocast_inputs(tensors: Sequence[Tensor]) -> list[Tensor]:
     """(left, right, to_grid, from_grid) as the ops' autocast kernel passes them on: under
@@ -61,8 +59,7 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
     if tile is not None:
         return launch(op, operands, to_grid, from_grid, n_frames, tile, direct=True)
     with torch.autocast(operands[0].device.type, enabled=False):
-        result = _REFERENCE[op](*operands, to_grid, from_grid, n_frames)
-    return result if isinstance(result, tuple) else (result,)
+        return reference.of_op(op, *operands, to_grid, from_grid, n_frames)
 
 
 class _Forward(torch.autograd.Function):
@@ -116,13 +113,9 @@ class _SecondBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        # Third order: differentiate the reference second backward, as ops._bwd2_backward.
         *tensors, to_grid, from_grid = ctx.saved_tensors
-        inputs = [t.detach().requires_grad_() for t in tensors]
-        with torch.enable_grad():
-            outputs = reference.bwd2(*inputs, to_grid, from_grid, ctx.n_frames)
-        grads_in = torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
-        return (*grads_in, None, None, None, None)
+        return (*reference.bwd2_vjp(tensors, to_grid, from_grid, ctx.n_frames, grads),
+                None, None, None, None)
 
 
 def grid_pair_eager(left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tensor,

@@ -57,9 +57,9 @@ def padded_projector(projector: Tensor) -> Tensor:
 
     Only for real tensors that nothing traces: under tracing the pad must be recorded, and an
     inference tensor has no version counter to tell a change."""
-    if not nothing_traces([projector], anywhere=True) or projector.is_inference():
+    if not nothing_traces([projector], anywhere=True):
         return pad_projector(projector)
-    return _padded(projector)
+    return _reused_padding(projector)
 
 
 def nothing_traces(tensors: Sequence[Tensor], anywhere: bool = False) -> bool:

@@ -23,8 +23,6 @@ from gridpair.kernels import KERNELS, OPERANDS
 from gridpair.launch import launch
 from gridpair.selector import active_selector, using_selector
 
-_REFERENCE = {"fwd": reference.fwd, "bwd": reference.bwd, "bwd2": reference.bwd2}
-
 
 def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
              n_frames: int) -> tuple[Tensor, ...]:
@@ -36,8 +34,7 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
     to_grid, from_grid = to_grid.contiguous(), from_grid.contiguous()
     tile = active_selector().choose(op, operands, (to_grid, from_grid), n_frames)
     if tile is None or operands[0].device.type != "cuda":
-        result = _REFERENCE[op](*operands, to_grid, from_grid, n_frames)
-        return result if isinstance(result, tuple) else (result,)
+        return reference.of_op(op, *operands, to_grid, from_grid, n_frames)
     return launch(op, operands, to_grid, from_grid, n_frames, tile)
 
 
@@ -146,11 +143,8 @@ def _bwd_backward(ctx, grad_grad_left, grad_grad_right):
 def _bwd2_backward(ctx, *grads):
     """Third order: differentiate the reference second backward (no fused kernel for it)."""
     *tensors, to_grid, from_grid = ctx.saved_tensors
-    inputs = [t.detach().requires_grad_() for t in tensors]
-    with torch.enable_grad():
-        outputs = reference.bwd2(*inputs, to_grid, from_grid, ctx.n_frames)
-    grads_in = torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
-    return (*grads_in, None, None, None)
+    return (*reference.bwd2_vjp(tensors, to_grid, from_grid, ctx.n_frames, grads), None, None,
+            None)
 
 
 grid_pair_fwd.register_autograd(_fwd_backward, setup_context=_save)

@@ -78,3 +78,19 @@ def bwd2(grad_out, left, right, grad_grad_left, grad_grad_right, to_grid_, from_
         from_grid(f_go * t_hr, to_grid_, n_frames),
         from_grid(f_go * t_hl, to_grid_, n_frames),
     )
+
+
+def of_op(op: str, *args: Tensor) -> tuple[Tensor, ...]:
+    """The reference computation of kernel ``op`` ("fwd", "bwd", "bwd2") on unvalidated
+    arguments (operands, projectors, n_frames), its results always as a tuple."""
+    result = {"fwd": fwd, "bwd": bwd, "bwd2": bwd2}[op](*args)
+    return result if isinstance(result, tuple) else (result,)
+
+
+def bwd2_vjp(tensors, to_grid_, from_grid_, n_frames, grads):
+    """Gradients of bwd2's five tensor inputs (go, l, r, h_l, h_r) for the cotangents ``grads``
+    of its outputs: the third order, by differentiating this composition (no fused kernel)."""
+    inputs = [t.detach().requires_grad_() for t in tensors]
+    with torch.enable_grad():
+        outputs = bwd2(*inputs, to_grid_, from_grid_, n_frames)
+    return torch.autograd.grad(outputs, inputs, grads, allow_unused=True)

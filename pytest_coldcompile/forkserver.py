@@ -133,45 +133,46 @@ class ForkServer:
         gc.freeze()
         lines = _Lines(inbox)
         exiting: set[int] = set()
-        while True:
-            try:
-                request = lines.read(None)
-            except ServerError:
-                _reap(exiting, block=True)
-                return  # the parent is gone
-            if request is None or request.get("op") == "exit":
-                _reap(exiting, block=True)
-                return
-            request["preload_error"] = preload_error
-            rid = request.get("id")
-            server = os.getpid()
-            _reap(exiting, block=False)
-            exit_read, exit_write = os.pipe()
-            pid = _fork()
-            if pid == 0:
-                os.setpgid(0, 0)
-                die_with_parent(server)  # the server waits for it; if it goes, so does this
-                os.close(inbox)
-                os.close(outbox)
-                os.close(exit_read)
-                report_exit_to(exit_write)
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            while True:
                 try:
-                    self.child_main(request)
-                finally:
-                    os._exit(70)
-            os.close(exit_write)
-            try:
-                os.setpgid(pid, pid)  # also here: the parent may kill the group at once
-            except OSError:
-                pass
-            _send(outbox, {"id": rid, "pid": pid})
-            status, exited = _wait_child(pid, exit_read)
-            os.close(exit_read)
-            kill_group(pid)  # leftovers of a child that exited (a leaked pool, a compiler)
-            if not exited:
-                exiting.add(pid)  # reported its code and is leaving: reaped later
-            _send(outbox, {"id": rid, "pid": pid, "status": status})
+                    request = lines.read(None)
+                except ServerError:
+                    return  # the parent is gone
+                if request is None or request.get("op") == "exit":
+                    return
+                request["preload_error"] = preload_error
+                rid = request.get("id")
+                server = os.getpid()
+                _reap(exiting, block=False)
+                exit_read, exit_write = os.pipe()
+                pid = _fork()
+                if pid == 0:
+                    os.setpgid(0, 0)
+                    die_with_parent(server)  # the server waits for it; if it goes, so does this
+                    os.close(inbox)
+                    os.close(outbox)
+                    os.close(exit_read)
+                    report_exit_to(exit_write)
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                    try:
+                        self.child_main(request)
+                    finally:
+                        os._exit(70)
+                os.close(exit_write)
+                try:
+                    os.setpgid(pid, pid)  # also here: the parent may kill the group at once
+                except OSError:
+                    pass
+                _send(outbox, {"id": rid, "pid": pid})
+                status, exited = _wait_child(pid, exit_read)
+                os.close(exit_read)
+                kill_group(pid)  # leftovers of a child that exited (a leaked pool, a compiler)
+                if not exited:
+                    exiting.add(pid)  # reported its code and is leaving: reaped later
+                _send(outbox, {"id": rid, "pid": pid, "status": status})
+        finally:
+            _reap(exiting, block=True)
 
     # -- parent side ---------------------------------------------------------------------
     def run(self, request: dict[str, Any], timeout: float | None) -> ChildExit:
