@@ -8,7 +8,8 @@ Each (mode, kind) runs as its own pytest process; modes: plain (no cold run), au
 zygote, spawn. Kinds: "trivial" (the module imports torch and triton), "cuda" (each test runs
 one CUDA op), "collection-cuda" (the module calls torch.cuda.is_available() at import with
 PYTORCH_NVML_BASED_CUDA_CHECK=0, so collection initializes the CUDA driver; each test runs one
-CUDA op). overhead_ms = (wall - plain wall, same kind and test count) / tests. Without a GPU
+CUDA op). overhead_ms = (wall - plain wall, same kind and test count) / tests, the median over
+--repeats of a plain run and the mode's run back to back. Without a GPU
 the cuda kinds are skipped with a note. About 3 minutes on the H200 with the defaults.
 """
 
@@ -109,14 +110,10 @@ def measure(
     with tempfile.TemporaryDirectory() as tmp:
         for kind in kinds:
             counts = {m: (spawn_tests if m == "spawn" else tests) for m in modes}
-            plain: dict[int, float] = {}
             for n in sorted(set(counts.values())):
                 d = Path(tmp, f"{kind}-{n}")
                 d.mkdir()
                 (d / f"test_{kind.replace('-', '_')}.py").write_text(_module(kind, n))
-                plain[n] = statistics.median(
-                    _run(d, kind, "plain", n)["seconds"] for _ in range(repeats)
-                )
             for mode in modes:
                 n = counts[mode]
                 if kind == "collection-cuda" and mode == "fork":
@@ -125,22 +122,27 @@ def measure(
                         "pytest process, so forked children cannot use it (zygote exists for this)"
                     )
                     continue
-                if mode == "plain":
-                    run = {"chosen": "plain", "seconds": plain[n]}
-                else:
-                    runs = [_run(Path(tmp, f"{kind}-{n}"), kind, mode, n) for _ in range(repeats)]
-                    run = {
-                        "chosen": runs[0]["chosen"],
-                        "seconds": statistics.median(r["seconds"] for r in runs),
-                    }
+                d = Path(tmp, f"{kind}-{n}")
+                # Each repeat pairs a plain run with the mode's, back to back: the start of
+                # pytest (seconds of imports on a loaded machine) drifts between minutes, and
+                # the overhead is the median of the paired differences.
+                plain, runs = [], []
+                for _ in range(repeats):
+                    plain.append(_run(d, kind, "plain", n)["seconds"])
+                    runs.append(
+                        {"chosen": "plain", "seconds": plain[-1]}
+                        if mode == "plain"
+                        else _run(d, kind, mode, n)
+                    )
+                overhead = statistics.median(r["seconds"] - p for r, p in zip(runs, plain))
                 records.append(
                     {
                         "mode": mode,
-                        "chosen": run["chosen"],
+                        "chosen": runs[0]["chosen"],
                         "kind": kind,
                         "tests": n,
-                        "seconds": round(run["seconds"], 3),
-                        "overhead_ms": round((run["seconds"] - plain[n]) / n * 1000, 1),
+                        "seconds": round(statistics.median(r["seconds"] for r in runs), 3),
+                        "overhead_ms": round(overhead / n * 1000, 1),
                     }
                 )
                 print(json.dumps(records[-1]), file=sys.stderr, flush=True)

@@ -256,13 +256,15 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
 class ReportSink:
     """Writes each report of the test as soon as it exists, so a later crash keeps it."""
 
-    def __init__(self, config: pytest.Config, test_dir: str) -> None:
+    def __init__(self, config: pytest.Config, test_dir: str | None) -> None:
         self.config = config
-        self.test_dir = test_dir
+        self.test_dir = test_dir  # None: armed in a fork server, no child yet
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Any:
         report = yield
+        if self.test_dir is None:
+            return report
         data = self.config.hook.pytest_report_to_serializable(config=self.config, report=report)
         write_record(self.test_dir, {"type": "report", "data": data})
         return report
@@ -271,11 +273,11 @@ class ReportSink:
 class WarningSink:
     """Records the warnings the test raised; the parent hands them to its own warning hooks."""
 
-    def __init__(self, test_dir: str) -> None:
-        self.test_dir = test_dir
+    def __init__(self, test_dir: str | None) -> None:
+        self.test_dir = test_dir  # None: armed in a fork server, no child yet
 
     def pytest_warning_recorded(self, warning_message: Any, when: str) -> None:
-        if when != "runtest":
+        if when != "runtest" or self.test_dir is None:
             return  # a spawned child's config and collection warnings are the parent's too
         category = warning_message.category
         write_record(
@@ -317,23 +319,76 @@ def _flush_coverage() -> None:
     out.write()
 
 
+class _ForkServerArming:
+    """What every forked child needs and no request changes, done once in the fork server.
+
+    Registering a plugin costs pytest milliseconds (it scans the plugin for fixtures), and a
+    forked child would pay it for each of three per test; stopping the inherited capture is
+    the same in every child too. The sinks stay inert until a child gives them its directory.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.capture_method = _stop_capture(config)
+        # pytest-xdist's worker hooks write to its channel; a forked child must stay silent.
+        for plugin in list(config.pluginmanager.get_plugins()):
+            if type(plugin).__name__ == "WorkerInteractor":
+                config.pluginmanager.unregister(plugin)
+        self.report_sink = ReportSink(config, None)
+        self.warning_sink = WarningSink(None)
+        config.pluginmanager.register(self.report_sink, "coldcompile-report-sink")
+        config.pluginmanager.register(self.warning_sink, "coldcompile-warning-sink")
+        config.pluginmanager.register(_ForkedProtocol(), "coldcompile-forked-protocol")
+
+    def aim(self, test_dir: str) -> None:
+        self.report_sink.test_dir = self.warning_sink.test_dir = test_dir
+
+
+_arming: _ForkServerArming | None = None
+
+
+def arm_fork_server(config: pytest.Config) -> None:
+    """In the fork server, before it forks any child: see _ForkServerArming."""
+    global _arming
+    _arming = _ForkServerArming(config)
+
+
+def _set_up_forked(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
+    test_dir = orders["dir"]
+    arming = _arming or _ForkServerArming(config)
+    arming.aim(test_dir)
+    _redirect_fds(test_dir)
+    _start_capture(config, test_dir, arming.capture_method)
+    return prepare(config, orders)
+
+
+# (orders, the context made for them or the traceback of why that failed)
+_ready: tuple[dict[str, Any], ChildContext | str] | None = None
+
+
+def ready_forked(item: pytest.Item, orders: dict[str, Any]) -> None:
+    """In a child forked ahead of its request: set up for the announced orders now, while
+    another child runs its test; run_forked then only runs the protocol."""
+    global _ready
+    try:
+        _ready = (orders, _set_up_forked(item.config, orders))
+    except BaseException:
+        _ready = (orders, traceback.format_exc())
+
+
 def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
     """Body of a forked cold child: run item's whole protocol here, then leave with os._exit."""
     test_dir = orders["dir"]
     code = 0
     try:
         config = item.config
-        method = _stop_capture(config)
-        _redirect_fds(test_dir)
-        _start_capture(config, test_dir, method)
-        # pytest-xdist's worker hooks write to its channel; a forked child must stay silent.
-        for plugin in list(config.pluginmanager.get_plugins()):
-            if type(plugin).__name__ == "WorkerInteractor":
-                config.pluginmanager.unregister(plugin)
-        ctx = prepare(config, orders)
-        config.pluginmanager.register(ReportSink(config, test_dir), "coldcompile-report-sink")
-        config.pluginmanager.register(WarningSink(test_dir), "coldcompile-warning-sink")
-        config.pluginmanager.register(_ForkedProtocol(), "coldcompile-forked-protocol")
+        if _ready is not None and _ready[0] == orders:
+            ctx = _ready[1]
+            if isinstance(ctx, str):  # the set-up ahead of the request failed: say how
+                code = 1
+                write_record(test_dir, {"type": "error", "traceback": ctx})
+                exit_now(code)
+        else:
+            ctx = _set_up_forked(config, orders)
         try:
             # Through the hook, so the wrappers pytest puts around a test (assertion
             # comparisons, warning capture, ...) are around it here too.

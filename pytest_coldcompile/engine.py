@@ -107,6 +107,8 @@ class ColdEngine:
         self.server: ForkServer | None = None
         self.environ: dict[str, str] | None = None
         self.count = 0
+        # (item, test directory, orders) announced to the fork server for the next test
+        self.promised: tuple[pytest.Item, str, dict[str, Any]] | None = None
 
     def start(self) -> None:
         """Everything children should inherit is done here, before the fork server forks."""
@@ -134,13 +136,17 @@ class ColdEngine:
         if self.mode == "fork":
             sys.stdout.flush()
             sys.stderr.flush()
-            self.server = ForkServer(self._child_main, preload=self._preload)
+            self.server = ForkServer(
+                self._child_main, preload=self._preload, child_ready=self._child_ready
+            )
             self.server.start()
 
-    @staticmethod
-    def _preload() -> None:
+    def _preload(self) -> None:
         # In the server: selectors whose module is imported already are loaded once, so
         # children inherit them; a failure is reproduced (and reported) by each child.
+        from pytest_coldcompile import child
+
+        child.arm_fork_server(self.config)
         selectors.load_entry_points(only_imported=True)
 
     def _child_main(self, request: dict[str, Any]) -> None:
@@ -148,7 +154,13 @@ class ColdEngine:
 
         child.run_forked(self.items[request["index"]], request["orders"])
 
+    def _child_ready(self, request: dict[str, Any]) -> None:
+        from pytest_coldcompile import child
+
+        child.ready_forked(self.items[request["index"]], request["orders"])
+
     def close(self) -> None:
+        self._break_promise()
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -202,8 +214,33 @@ class ColdEngine:
         self.server.pid = None
         return False
 
+    def _new_test_dir(self) -> str:
+        self.count += 1
+        test_dir = os.path.join(self.base, f"{self.count:05d}")
+        os.makedirs(test_dir)
+        return test_dir
+
+    def _break_promise(self) -> None:
+        if self.promised is not None:
+            shutil.rmtree(self.promised[1], ignore_errors=True)
+            self.promised = None
+
+    def _announce(self, nextitem: pytest.Item | None) -> dict[str, Any] | None:
+        """The fork request of nextitem, promised now so that the fork server readies its
+        child while this test runs; None where nextitem is not run cold by fork."""
+        if nextitem is None or self.mode != "fork" or not options.is_cold(nextitem):
+            return None
+        test_dir = self._new_test_dir()
+        orders = self._orders(nextitem, test_dir)
+        self.promised = (nextitem, test_dir, orders)
+        return {"index": self.index[id(nextitem)], "orders": orders}
+
     def _launch(
-        self, item: pytest.Item, orders: dict[str, Any], timeout: float | None
+        self,
+        item: pytest.Item,
+        orders: dict[str, Any],
+        timeout: float | None,
+        nextitem: pytest.Item | None = None,
     ) -> ChildExit:
         if self.mode in ("fork", "zygote") and not self._server_alive():
             self.mode, self.reason = "spawn", f"the {self.mode} server exited; spawning from now on"
@@ -212,6 +249,9 @@ class ColdEngine:
             assert self.server is not None
             if self.mode == "fork":
                 request = {"index": self.index[id(item)], "orders": orders}
+                announced = self._announce(nextitem)
+                if announced is not None:
+                    request["next"] = announced
             else:
                 request = spawn.zygote_request(self.config, item.nodeid, orders, self.environ)
             try:
@@ -224,7 +264,10 @@ class ColdEngine:
         return spawn.run(self.config, item.nodeid, orders, timeout, self.environ)
 
     def run(
-        self, item: pytest.Item, backstop: tuple[float, str] | None = None
+        self,
+        item: pytest.Item,
+        backstop: tuple[float, str] | None = None,
+        nextitem: pytest.Item | None = None,
     ) -> tuple[list[pytest.TestReport], child_reports.ChildResult]:
         """Run item cold; its reports (always a teardown one) and what the child recorded.
 
@@ -233,9 +276,13 @@ class ColdEngine:
         Anything raised here while the child runs kills the child's group first; an
         interrupt or pytest.exit() then stops the session, anything else fails the test.
         """
-        self.count += 1
-        test_dir = os.path.join(self.base, f"{self.count:05d}")
-        os.makedirs(test_dir)
+        orders: dict[str, Any] | None = None
+        if self.promised is not None and self.promised[0] is item and self.mode == "fork":
+            _, test_dir, orders = self.promised
+            self.promised = None
+        else:
+            self._break_promise()  # a rerun, a test the parent failed, a server that died
+            test_dir = self._new_test_dir()
         result = child_reports.ChildResult()
         mode, reason = self.mode, self.reason
         total_s = None
@@ -247,8 +294,8 @@ class ColdEngine:
         if backstop is not None and (timeout is None or backstop[0] < timeout):
             timeout, timeout_source = backstop
         try:
-            orders = self._orders(item, test_dir)
-            ended = self._launch(item, orders, timeout)
+            orders = orders or self._orders(item, test_dir)
+            ended = self._launch(item, orders, timeout, nextitem)
             total_s = ended.seconds
             mode, reason = orders["mode"], orders["mode_reason"]
             result = child_reports.read_records(self.config, item, test_dir)

@@ -88,9 +88,13 @@ class ForkServer:
         child_main: Callable[[dict[str, Any]], Any],
         preload: Callable[[], Any] | None = None,
         preload_bound: float = PRELOAD_BOUND,
+        child_ready: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.child_main = child_main
         self.preload = preload
+        # Run in a child forked ahead of its request, with the request the parent announced
+        # (a request's "next"); the child then runs child_main only if that request comes.
+        self.child_ready = child_ready
         self.preload_bound = preload_bound
         self.pid: int | None = None
         self.running: int | None = None  # the child being waited for
@@ -133,46 +137,84 @@ class ForkServer:
         gc.freeze()
         lines = _Lines(inbox)
         exiting: set[int] = set()
+        spare: _Spare | None = None
         try:
             while True:
+                if spare is None:
+                    spare = self._fork_spare(keep_closed=(inbox, outbox))
                 try:
                     request = lines.read(None)
                 except ServerError:
                     return  # the parent is gone
                 if request is None or request.get("op") == "exit":
                     return
-                request["preload_error"] = preload_error
+                announced = request.pop("next", None)
                 rid = request.get("id")
-                server = os.getpid()
+                asked = {k: v for k, v in request.items() if k not in ("op", "id")}
+                request["preload_error"] = preload_error
                 _reap(exiting, block=False)
-                exit_read, exit_write = os.pipe()
-                pid = _fork()
-                if pid == 0:
-                    os.setpgid(0, 0)
-                    die_with_parent(server)  # the server waits for it; if it goes, so does this
-                    os.close(inbox)
-                    os.close(outbox)
-                    os.close(exit_read)
-                    report_exit_to(exit_write)
-                    signal.signal(signal.SIGINT, signal.default_int_handler)
-                    try:
-                        self.child_main(request)
-                    finally:
-                        os._exit(70)
-                os.close(exit_write)
-                try:
-                    os.setpgid(pid, pid)  # also here: the parent may kill the group at once
-                except OSError:
-                    pass
-                _send(outbox, {"id": rid, "pid": pid})
-                status, exited = _wait_child(pid, exit_read)
-                os.close(exit_read)
-                kill_group(pid)  # leftovers of a child that exited (a leaked pool, a compiler)
+                child, spare = spare, None
+                if child.expected is not None and child.expected != asked:
+                    child.discard()  # made ready for another request than this one
+                    child = self._fork_spare(keep_closed=(inbox, outbox))
+                while not child.hand(request):  # it died waiting (killed from outside)
+                    child.discard()
+                    child = self._fork_spare(keep_closed=(inbox, outbox))
+                _send(outbox, {"id": rid, "pid": child.pid})
+                # The next test's child is forked, and made ready for the announced request,
+                # while this one runs: where a core is free, the fork (milliseconds for a
+                # process holding torch) and the child's set-up leave the critical path.
+                spare = self._fork_spare(
+                    keep_closed=(inbox, outbox, child.exit_read), expected=announced
+                )
+                status, exited = _wait_child(child.pid, child.exit_read)
+                os.close(child.exit_read)
+                kill_group(child.pid)  # leftovers of an exited child (a leaked pool, a compiler)
                 if not exited:
-                    exiting.add(pid)  # reported its code and is leaving: reaped later
-                _send(outbox, {"id": rid, "pid": pid, "status": status})
+                    exiting.add(child.pid)  # reported its code and is leaving: reaped later
+                _send(outbox, {"id": rid, "pid": child.pid, "status": status})
         finally:
+            if spare is not None:
+                spare.discard()
             _reap(exiting, block=True)
+
+    def _fork_spare(
+        self, keep_closed: tuple[int, ...], expected: dict[str, Any] | None = None
+    ) -> _Spare:
+        """Fork the child for the next request; it waits, in its own process group, for the
+        request on a pipe of its own and then runs child_main (an end of file: it exits).
+        With ``expected`` it first runs child_ready on it."""
+        server = os.getpid()
+        request_read, request_write = os.pipe()
+        exit_read, exit_write = os.pipe()
+        pid = _fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.setpgid(0, 0)
+                die_with_parent(server)  # the server waits for it; if it goes, so does this
+                for fd in (*keep_closed, request_write, exit_read):
+                    os.close(fd)
+                report_exit_to(exit_write)
+                if expected is not None and self.child_ready is not None:
+                    try:
+                        self.child_ready(expected)
+                    except BaseException:
+                        pass  # child_main finds it not ready and does the work itself
+                request = _read_request(request_read)
+                if request is not None:
+                    code = 70  # child_main must not return
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                    self.child_main(request)
+            finally:
+                os._exit(code)
+        os.close(request_read)
+        os.close(exit_write)
+        try:
+            os.setpgid(pid, pid)  # also here: the parent may kill the group at once
+        except OSError:
+            pass
+        return _Spare(pid, request_write, exit_read, expected)
 
     # -- parent side ---------------------------------------------------------------------
     def run(self, request: dict[str, Any], timeout: float | None) -> ChildExit:
@@ -292,6 +334,54 @@ class ForkServer:
             except ProcessLookupError:
                 pass
         self.stop()
+
+
+@dataclass
+class _Spare:
+    """A child forked ahead of its request, as the fork server holds it."""
+
+    pid: int
+    request_write: int
+    exit_read: int
+    expected: dict[str, Any] | None = None  # the request it was made ready for
+
+    def hand(self, request: dict[str, Any]) -> bool:
+        """Send the child its request; False when it is gone already."""
+        data = (json.dumps(request) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self.request_write, data) :]
+        except OSError:
+            return False
+        finally:
+            os.close(self.request_write)
+            self.request_write = -1
+        return True
+
+    def discard(self) -> None:
+        """Kill and reap a child that will run nothing."""
+        for fd in (self.request_write, self.exit_read):
+            if fd >= 0:
+                os.close(fd)
+        self.request_write = self.exit_read = -1
+        kill_group(self.pid)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _read_request(fd: int) -> dict[str, Any] | None:
+    """The request a spare child waits for; None at end of file (no request will come)."""
+    data = b""
+    while chunk := os.read(fd, 65536):
+        data += chunk
+    os.close(fd)
+    return json.loads(data) if data.strip() else None
 
 
 def _wait_child(pid: int, exit_read: int) -> tuple[int, bool]:

@@ -130,7 +130,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     reruns = interop.Reruns(item)
     while True:
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        reports, result = engine.run(item, backstop)
+        reports, result = engine.run(item, backstop, nextitem)
         again = result.exit is None and not result.interrupted and reruns.again(reports)
         if not again:
             _teardown_parent(item, nextitem, reports)

@@ -226,3 +226,113 @@ def test_the_exit_is_reported_whoever_holds_the_childs_pipe(tmp_path: Path, end:
     finally:
         srv.stop()
     assert srv.pid is None
+
+
+def children_of(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(p) for p in (task / "children").read_text().split())
+    return {p for p in found if not gone(p)}
+
+
+def wait_children(pid: int, count: int, within: float = 10) -> set[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        found = children_of(pid)
+        if len(found) == count:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"server {pid} has children {children_of(pid)}, expected {count}")
+
+
+@linux_only
+def test_the_next_child_is_forked_ahead_and_serves_the_next_request(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    """The child for a request is forked before the request comes (the fork leaves the
+    critical path); it is the one that runs the request, and one is always waiting."""
+    assert server.pid is not None
+    (waiting,) = wait_children(server.pid, 1)
+    ended = server.run({"pidfile": str(tmp_path / "a.pid"), "code": 4}, timeout=20)
+    assert ended.pid == waiting == read_pid(tmp_path / "a.pid")
+    assert ended.returncode == 4
+    (next_waiting,) = wait_children(server.pid, 1)
+    assert next_waiting != waiting
+
+
+@linux_only
+def test_a_waiting_child_killed_from_outside_is_replaced(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    assert server.pid is not None
+    (waiting,) = wait_children(server.pid, 1)
+    os.kill(waiting, signal.SIGKILL)
+    assert wait_gone(waiting, within=10)
+    ended = server.run({"pidfile": str(tmp_path / "a.pid"), "code": 0}, timeout=20)
+    assert ended.returncode == 0
+    assert ended.pid != waiting and ended.pid == read_pid(tmp_path / "a.pid")
+
+
+@linux_only
+def test_stop_leaves_no_waiting_child(tmp_path: Path) -> None:
+    srv = ForkServer(sleeper)
+    srv.start()
+    assert srv.pid is not None
+    (waiting,) = wait_children(srv.pid, 1)
+    srv.run({"pidfile": str(tmp_path / "a.pid")}, timeout=20)
+    (waiting,) = wait_children(srv.pid, 1)
+    srv.stop()
+    assert wait_gone(waiting, within=10)
+
+
+def ready_marker(request: dict[str, Any]) -> None:
+    """child_ready: leave a file saying which announced request this child was readied for."""
+    Path(request["dir"], f"ready-{os.getpid()}").write_text(request["tag"])
+
+
+def readied_for(directory: Path, pid: int) -> str | None:
+    path = directory / f"ready-{pid}"
+    return path.read_text() if path.exists() else None
+
+
+@linux_only
+def test_the_announced_request_runs_in_the_child_readied_for_it(tmp_path: Path) -> None:
+    srv = ForkServer(sleeper, child_ready=ready_marker)
+    srv.start()
+    try:
+        second = {"pidfile": str(tmp_path / "b.pid"), "tag": "B", "dir": str(tmp_path)}
+        first = srv.run(
+            {"pidfile": str(tmp_path / "a.pid"), "tag": "A", "dir": str(tmp_path), "next": second},
+            timeout=20,
+        )
+        assert readied_for(tmp_path, first.pid) is None  # nothing was announced for it
+        ended = srv.run(second, timeout=20)
+        assert ended.pid == read_pid(tmp_path / "b.pid")
+        assert readied_for(tmp_path, ended.pid) == "B"
+    finally:
+        srv.stop()
+
+
+@linux_only
+def test_a_child_readied_for_another_request_never_runs_this_one(tmp_path: Path) -> None:
+    srv = ForkServer(sleeper, child_ready=ready_marker)
+    srv.start()
+    try:
+        announced = {"pidfile": str(tmp_path / "b.pid"), "tag": "B", "dir": str(tmp_path)}
+        first = {"pidfile": str(tmp_path / "a.pid"), "tag": "A", "dir": str(tmp_path)}
+        srv.run({**first, "next": announced}, timeout=20)
+        assert srv.pid is not None
+        (readied,) = wait_children(srv.pid, 1)
+        deadline = time.monotonic() + 10
+        while readied_for(tmp_path, readied) != "B" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert readied_for(tmp_path, readied) == "B"
+        # A rerun, say: another request than the announced one comes.
+        other = {"pidfile": str(tmp_path / "c.pid"), "tag": "C", "dir": str(tmp_path), "code": 6}
+        ended = srv.run(other, timeout=20)
+        assert (ended.returncode, ended.pid) == (6, read_pid(tmp_path / "c.pid"))
+        assert ended.pid != readied and readied_for(tmp_path, ended.pid) is None
+        assert wait_gone(readied, within=10)
+        assert not (tmp_path / "b.pid").exists()
+    finally:
+        srv.stop()
