@@ -7,6 +7,7 @@ loads a kernel sees the cap, and that a kernel over it fails with Triton's OutOf
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -317,18 +318,21 @@ def test_gpu_assignment_for_xdist_workers(monkeypatch: pytest.MonkeyPatch) -> No
     assert gpu_for_worker(3) == ("GPU-cccc", 2)
 
 
+# Loaded with -p, before the zygote forks: each worker's zygote probes these two GPUs.
+FAKE_TWO_GPUS = """
+import pytest_coldcompile.device as device
+GPU = device.Gpu(0, "Fake", 232448, 49152, (9, 0))
+device._probe_uncached = lambda: device.DeviceFacts((GPU, GPU))
+"""
+
+
 @needs_fork
-def test_xdist_cold_children_get_one_gpu_each(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("mode", ["auto", "zygote", "spawn"])
+def test_xdist_cold_children_get_one_gpu_each(pytester: pytest.Pytester, mode: str) -> None:
+    """Under the zygote the worker's zygote itself is given its GPU before it forks; the
+    two-GPU run on real devices is tests/plugin/test_gpu_fork.py."""
     pytest.importorskip("xdist")
-    pytester.makeconftest(
-        conftest(
-            """
-            import pytest_coldcompile.device as device
-            GPU = device.Gpu(0, "Fake", 232448, 49152, (9, 0))
-            device._probe_uncached = lambda: device.DeviceFacts((GPU, GPU))
-            """
-        )
-    )
+    pytester.makepyfile(fake_two_gpus=FAKE_TWO_GPUS)
     pytester.makepyfile(
         """
         import os, pytest
@@ -342,8 +346,26 @@ def test_xdist_cold_children_get_one_gpu_each(pytester: pytest.Pytester) -> None
             assert "CUDA_VISIBLE_DEVICES" not in os.environ
         """
     )
+    # Imported by each worker's zygote as it preloads: what the zygote itself sees.
+    pytester.makepyfile(
+        zygote_gpu="""
+        import os
+        with open("zygote-gpus.txt", "a") as f:
+            f.write(f"{os.environ['PYTEST_XDIST_WORKER']} {os.environ['CUDA_VISIBLE_DEVICES']}\\n")
+        """
+    )
+    pytester.makeini("[pytest]\ncold_compile_preload = zygote_gpu\n")
     pytester._monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    run(pytester, "-n", "2").assert_outcomes(passed=5)
+    pytester._monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    args = ["-n", "2", "-p", "fake_two_gpus", "--cold-compile-report=report.json"]
+    if mode != "auto":
+        args.append(f"--cold-compile-mode={mode}")
+    run(pytester, *args).assert_outcomes(passed=5)
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert {entry["mode"] for entry in report.values()} == {"fork" if mode == "auto" else mode}
+    if mode == "zygote":
+        seen = (pytester.path / "zygote-gpus.txt").read_text().split("\n")
+        assert sorted(filter(None, seen)) == ["gw0 0", "gw1 1"]
 
 
 FAKE_LIBCUDA = r"""
