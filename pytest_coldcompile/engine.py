@@ -28,10 +28,13 @@ from pytest_coldcompile import (
 from pytest_coldcompile.forkserver import ChildExit, ForkServer, ServerError
 
 
-def choose_mode(s: options.Settings, zygote_ready: bool = False) -> tuple[str, str]:
+def choose_mode(
+    s: options.Settings, zygote_ready: bool = False, no_zygote_because: str = ""
+) -> tuple[str, str]:
     """(mode, why) for this process, from the setting and what the process has done so far.
 
-    zygote_ready: a zygote (forked before collection, CUDA-clean) is running for this process.
+    zygote_ready: a zygote (forked before collection, CUDA-clean) is running for this process;
+    no_zygote_because: why not, when it is not.
     """
     can_fork = hasattr(os, "fork")
     if s.mode == "spawn":
@@ -49,9 +52,12 @@ def choose_mode(s: options.Settings, zygote_ready: bool = False) -> tuple[str, s
     if s.mode == "zygote":
         if zygote_ready:
             return "zygote", f"zygote: chosen by {s.mode_source}"
+        because = no_zygote_because or (
+            "the plugin was registered after the initial conftests were loaded"
+        )
         return "spawn", (
-            f"zygote: chosen by {s.mode_source}, but no zygote was started (the plugin was "
-            "registered after the initial conftests were loaded); spawning"
+            f"zygote: chosen by {s.mode_source}, but no zygote was started ({because}); "
+            "spawning"
         )
     if not can_fork:
         return "spawn", "auto: os.fork is unavailable"
@@ -101,7 +107,9 @@ class ColdEngine:
         self.items = session.items
         self.index = {id(item): i for i, item in enumerate(self.items)}
         self.zygote = zygote.of(self.config)
-        self.mode, self.reason = choose_mode(options.settings(self.config), self.zygote is not None)
+        self.mode, self.reason = choose_mode(
+            options.settings(self.config), self.zygote is not None, zygote.not_started(self.config)
+        )
         self.base = tempfile.mkdtemp(prefix="pytest-coldcompile-")
         self.gpu: tuple[str, int] | None = None
         self.server: ForkServer | None = None

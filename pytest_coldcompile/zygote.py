@@ -21,6 +21,8 @@ from pytest_coldcompile.processes import exit_now
 from pytest_coldcompile.records import redirect_std_fds
 
 ZYGOTE_KEY = pytest.StashKey["Zygote"]()
+# Why start_early did not fork one, where the reason is worth telling.
+NOT_STARTED_KEY = pytest.StashKey[str]()
 
 # Bytes on the preload pipe: import the preload modules, or serve without them.
 _PRELOAD, _BARE = b"p", b"n"
@@ -165,7 +167,14 @@ def start_early(config: pytest.Config) -> Zygote | None:
         modules = options.preload_modules(config)
     except pytest.UsageError:
         return None  # pytest_configure reports it
-    if mode in ("fork", "spawn") or device.cuda_driver_initialized():
+    if mode in ("fork", "spawn"):
+        return None
+    if device.cuda_driver_initialized():
+        # An earlier pytest run in this process (pytester's inline runs, a GPU test run
+        # in-process) initialized CUDA: a zygote forked now could not use it.
+        config.stash[NOT_STARTED_KEY] = (
+            "this process had initialized the CUDA driver before the zygote could fork"
+        )
         return None
     zygote = Zygote(modules)
     zygote.start()
@@ -176,6 +185,13 @@ def start_early(config: pytest.Config) -> Zygote | None:
     if mode == "zygote" or (cold_all and os.path.exists(device.NVIDIA_CONTROL)):
         zygote.preload()
     return zygote
+
+
+def not_started(config: pytest.Config) -> str:
+    """Why this process has no zygote, as far as start_early knows."""
+    return config.stash.get(
+        NOT_STARTED_KEY, "the plugin was registered after the initial conftests were loaded"
+    )
 
 
 def of(config: pytest.Config) -> Zygote | None:

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
 : > "$OUT/summary.txt"
 versions
-run bench-isolation 200 python3 benchmarks/bench_isolation.py --spawn-tests 2 --repeats 1 \
+run bench-isolation 330 python3 benchmarks/bench_isolation.py --spawn-tests 2 --repeats 1 \
     --out "$OUT/isolation-h200.json"
 run plugin-gpu 240 "${PYTEST[@]}" tests/plugin/test_gpu.py tests/plugin/test_gpu_fork.py \
     tests/plugin/test_forkserver.py tests/plugin/test_fork_ahead.py tests/plugin/test_zygote.py \

@@ -226,6 +226,10 @@ def _gone(pid: int) -> bool:
 def test_an_inline_run_stops_its_zygote(cold: pytest.Pytester) -> None:
     # In-process (pytester inline): the zygote is this process's child, and nothing but the
     # plugin's cleanup would end it.
+    from pytest_coldcompile import device
+
+    if device.cuda_driver_initialized():  # an in-process GPU test ran before, on this worker
+        pytest.skip("this process initialized CUDA: no zygote can be forked from it")
     cold.makepyfile(
         """
         import os, pytest
@@ -302,6 +306,32 @@ def test_zygote_mode_spawns_and_says_why_when_no_zygote_could_start(
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["*cold-compile: spawn (zygote: chosen by --cold-compile-mode, but no zygote was started*"]
+    )
+
+
+def test_zygote_mode_says_when_cuda_was_initialized_before_the_zygote_could_fork(
+    pytester: pytest.Pytester,
+) -> None:
+    # Loaded with -p, before pytest_load_initial_conftests: the process reads as one whose
+    # CUDA driver was initialized already (an earlier in-process run did it).
+    pytester.makepyfile(
+        cuda_was_initialized=(
+            "import pytest_coldcompile.device as device\n"
+            "device.cuda_driver_initialized = lambda: True\n"
+        )
+    )
+    pytester.makepyfile("def test_cold(cold_state):\n    assert cold_state.mode == 'spawn'\n")
+    pytester._monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    result = run(
+        pytester, "-p", "cuda_was_initialized", "--cold-compile", "--cold-compile-mode=zygote"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cold-compile: spawn (zygote: chosen by --cold-compile-mode, but no zygote was "
+            "started (this process had initialized the CUDA driver before the zygote could "
+            "fork); spawning)*"
+        ]
     )
 
 
