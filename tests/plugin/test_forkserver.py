@@ -336,3 +336,26 @@ def test_a_child_readied_for_another_request_never_runs_this_one(tmp_path: Path)
         assert not (tmp_path / "b.pid").exists()
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize("reporting", [True, False])
+def test_a_child_that_reported_its_exit_leaves_at_the_lowest_priority(reporting: bool) -> None:
+    """Once the server knows the exit code, the teardown of the child's address space (about
+    10 ms of kernel time with torch loaded) must not compete with the next test's child."""
+    script = textwrap.dedent(
+        f"""
+        import os
+        from pytest_coldcompile import processes
+        if {reporting}:
+            read, write = os.pipe()
+            processes.report_exit_to(write)
+        real_exit = os._exit
+        os._exit = lambda code: (print(os.nice(0), flush=True), real_exit(code))
+        processes.exit_now(3)
+        """
+    )
+    before = os.nice(0)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert int(done.stdout) == (19 if reporting else before)
