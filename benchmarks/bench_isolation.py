@@ -10,7 +10,7 @@ one CUDA op), "collection-cuda" (the module calls torch.cuda.is_available() at i
 PYTORCH_NVML_BASED_CUDA_CHECK=0, so collection initializes the CUDA driver; each test runs one
 CUDA op). overhead_ms = (wall - plain wall, same kind and test count) / tests, the median over
 --repeats of a plain run and the mode's run back to back. Without a GPU
-the cuda kinds are skipped with a note. About 3 minutes on the H200 with the defaults.
+the cuda kinds are skipped with a note. About 4 minutes on the H200 with the defaults.
 """
 
 from __future__ import annotations
