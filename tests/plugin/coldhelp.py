@@ -6,6 +6,7 @@ this distribution) stays out of these runs unless a test imports gridpair.
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 
@@ -28,6 +29,14 @@ def fake_distribution(pytester: pytest.Pytester, name: str, entry_points: dict[s
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
     lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
     (info / "entry_points.txt").write_text(f"[pytest_coldcompile.selectors]\n{lines}\n")
+
+
+def modules_importable_by_name(pytester: pytest.Pytester) -> None:
+    """Put the test directory first on the run's PYTHONPATH (for ``-p module``, which pytest
+    imports before it reads conftests), keeping what is there: where the project is not
+    installed, it is how pytest_coldcompile itself is found."""
+    paths = [str(pytester.path), os.environ.get("PYTHONPATH", "")]
+    pytester._monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, paths)))
 
 
 needs_fork = pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")

@@ -12,7 +12,7 @@ import os
 import sys
 
 import pytest
-from coldhelp import conftest, needs_fork, run
+from coldhelp import conftest, modules_importable_by_name, needs_fork, run
 
 FAKE_HARDWARE = """
 import sys, types
@@ -356,7 +356,7 @@ def test_xdist_cold_children_get_one_gpu_each(pytester: pytest.Pytester, mode: s
     )
     pytester.makeini("[pytest]\ncold_compile_preload = zygote_gpu\n")
     pytester._monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    pytester._monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    modules_importable_by_name(pytester)
     args = ["-n", "2", "-p", "fake_two_gpus", "--cold-compile-report=report.json"]
     if mode != "auto":
         args.append(f"--cold-compile-mode={mode}")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from coldhelp import conftest, needs_fork, run
+from coldhelp import conftest, modules_importable_by_name, needs_fork, run
 
 pytestmark = needs_fork
 needs_gcc = pytest.mark.skipif(not os.path.exists("/usr/bin/gcc"), reason="needs gcc")
@@ -321,7 +321,7 @@ def test_zygote_mode_says_when_cuda_was_initialized_before_the_zygote_could_fork
         )
     )
     pytester.makepyfile("def test_cold(cold_state):\n    assert cold_state.mode == 'spawn'\n")
-    pytester._monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    modules_importable_by_name(pytester)
     result = run(
         pytester, "-p", "cuda_was_initialized", "--cold-compile", "--cold-compile-mode=zygote"
     )
