@@ -52,9 +52,7 @@ def choose_mode(
     if s.mode == "zygote":
         if zygote_ready:
             return "zygote", f"zygote: chosen by {s.mode_source}"
-        because = no_zygote_because or (
-            "the plugin was registered after the initial conftests were loaded"
-        )
+        because = no_zygote_because or zygote.LATE_REGISTRATION
         return "spawn", (
             f"zygote: chosen by {s.mode_source}, but no zygote was started ({because}); "
             "spawning"

@@ -187,11 +187,12 @@ def start_early(config: pytest.Config) -> Zygote | None:
     return zygote
 
 
+LATE_REGISTRATION = "the plugin was registered after the initial conftests were loaded"
+
+
 def not_started(config: pytest.Config) -> str:
     """Why this process has no zygote, as far as start_early knows."""
-    return config.stash.get(
-        NOT_STARTED_KEY, "the plugin was registered after the initial conftests were loaded"
-    )
+    return config.stash.get(NOT_STARTED_KEY, LATE_REGISTRATION)
 
 
 def of(config: pytest.Config) -> Zygote | None:
