@@ -295,47 +295,50 @@ def readied_for(directory: Path, pid: int) -> str | None:
     return path.read_text() if path.exists() else None
 
 
-@linux_only
-def test_the_announced_request_runs_in_the_child_readied_for_it(tmp_path: Path) -> None:
+@pytest.fixture
+def readying_server() -> Iterator[ForkServer]:
     srv = ForkServer(sleeper, child_ready=ready_marker)
     srv.start()
-    try:
-        second = {"pidfile": str(tmp_path / "b.pid"), "tag": "B", "dir": str(tmp_path)}
-        first = srv.run(
-            {"pidfile": str(tmp_path / "a.pid"), "tag": "A", "dir": str(tmp_path), "next": second},
-            timeout=20,
-        )
-        assert readied_for(tmp_path, first.pid) is None  # nothing was announced for it
-        ended = srv.run(second, timeout=20)
-        assert ended.pid == read_pid(tmp_path / "b.pid")
-        assert readied_for(tmp_path, ended.pid) == "B"
-    finally:
-        srv.stop()
+    yield srv
+    srv.stop()
+
+
+def tagged(directory: Path, tag: str, **extra: Any) -> dict[str, Any]:
+    """A sleeper request whose child writes its pid to ``<tag>.pid``."""
+    return {"pidfile": str(directory / f"{tag}.pid"), "tag": tag, "dir": str(directory), **extra}
 
 
 @linux_only
-def test_a_child_readied_for_another_request_never_runs_this_one(tmp_path: Path) -> None:
-    srv = ForkServer(sleeper, child_ready=ready_marker)
-    srv.start()
-    try:
-        announced = {"pidfile": str(tmp_path / "b.pid"), "tag": "B", "dir": str(tmp_path)}
-        first = {"pidfile": str(tmp_path / "a.pid"), "tag": "A", "dir": str(tmp_path)}
-        srv.run({**first, "next": announced}, timeout=20)
-        assert srv.pid is not None
-        (readied,) = wait_children(srv.pid, 1)
-        deadline = time.monotonic() + 10
-        while readied_for(tmp_path, readied) != "B" and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert readied_for(tmp_path, readied) == "B"
-        # A rerun, say: another request than the announced one comes.
-        other = {"pidfile": str(tmp_path / "c.pid"), "tag": "C", "dir": str(tmp_path), "code": 6}
-        ended = srv.run(other, timeout=20)
-        assert (ended.returncode, ended.pid) == (6, read_pid(tmp_path / "c.pid"))
-        assert ended.pid != readied and readied_for(tmp_path, ended.pid) is None
-        assert wait_gone(readied, within=10)
-        assert not (tmp_path / "b.pid").exists()
-    finally:
-        srv.stop()
+def test_the_announced_request_runs_in_the_child_readied_for_it(
+    readying_server: ForkServer, tmp_path: Path
+) -> None:
+    srv = readying_server
+    second = tagged(tmp_path, "B")
+    first = srv.run(tagged(tmp_path, "A", next=second), timeout=20)
+    assert readied_for(tmp_path, first.pid) is None  # nothing was announced for it
+    ended = srv.run(second, timeout=20)
+    assert ended.pid == read_pid(tmp_path / "B.pid")
+    assert readied_for(tmp_path, ended.pid) == "B"
+
+
+@linux_only
+def test_a_child_readied_for_another_request_never_runs_this_one(
+    readying_server: ForkServer, tmp_path: Path
+) -> None:
+    srv = readying_server
+    srv.run(tagged(tmp_path, "A", next=tagged(tmp_path, "B")), timeout=20)
+    assert srv.pid is not None
+    (readied,) = wait_children(srv.pid, 1)
+    deadline = time.monotonic() + 10
+    while readied_for(tmp_path, readied) != "B" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert readied_for(tmp_path, readied) == "B"
+    # A rerun, say: another request than the announced one comes.
+    ended = srv.run(tagged(tmp_path, "C", code=6), timeout=20)
+    assert (ended.returncode, ended.pid) == (6, read_pid(tmp_path / "C.pid"))
+    assert ended.pid != readied and readied_for(tmp_path, ended.pid) is None
+    assert wait_gone(readied, within=10)
+    assert not (tmp_path / "B.pid").exists()
 
 
 @pytest.mark.parametrize("reporting", [True, False])
