@@ -60,7 +60,7 @@ print(json.dumps({"seconds": seconds, "chosen": chosen, "events": events}))
 """
 
 
-def cold(profile: str, workers: list[int], repeats: int) -> None:
+def cold(profile: str, workers: list[int], repeats: int, smem_limit: int | None = None) -> None:
     """Time the six searches per worker count; every run must decide and report alike."""
     first = None
     for count in workers:
@@ -69,6 +69,8 @@ def cold(profile: str, workers: list[int], repeats: int) -> None:
             with tempfile.TemporaryDirectory() as cache:
                 env = {**os.environ, "TRITON_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
                 env.pop("PYTEST_COLDCOMPILE_SMEM_LIMIT", None)
+                if smem_limit is not None:
+                    env["PYTEST_COLDCOMPILE_SMEM_LIMIT"] = str(smem_limit)
                 env.pop("GRIDPAIR_DEVICE", None)
                 if profile != "cuda":
                     env["GRIDPAIR_DEVICE"] = profile
@@ -80,7 +82,8 @@ def cold(profile: str, workers: list[int], repeats: int) -> None:
                 first = first or result
                 if (result["chosen"], result["events"]) != (first["chosen"], first["events"]):
                     raise SystemExit(f"workers={count} decided otherwise: {result}")
-        print(f"cold selection, six ops of a P147 step on {profile}, workers={count}: "
+        capped = f" under a {smem_limit}-byte limit" if smem_limit is not None else ""
+        print(f"cold selection, six ops of a P147 step on {profile}{capped}, workers={count}: "
               f"median {statistics.median(seconds):.1f} s of {repeats} "
               f"({', '.join(f'{s:.1f}' for s in seconds)}); decisions: {first['chosen']}")
 
@@ -93,9 +96,12 @@ def main(argv=None) -> int:
     parser.add_argument("--cold", action="store_true", help="time cold searches instead")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, os.cpu_count() or 1])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smem-limit", type=int, default=None,
+                        help="with --cold, the per-block shared memory the searches validate "
+                             "against (as pytest --smem-limit)")
     args = parser.parse_args(argv)
     if args.cold:
-        cold(args.profile, args.workers, args.repeats)
+        cold(args.profile, args.workers, args.repeats, args.smem_limit)
         return 0
     os.environ.setdefault("GRIDPAIR_DEVICE", args.profile)
 

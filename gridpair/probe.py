@@ -5,10 +5,15 @@ placeholders, the same specialization the launch will compute, so the launch reu
 handles are loaded, letting Triton's own ``OutOfResources`` enforce shared memory, threads and
 registers. With no GPU it is compiled for a profile's architecture and the profile's limits are
 applied, raising the same ``OutOfResources``. Any other compiler error propagates.
+
+A candidate over the shared-memory limit is rejected as soon as the compiler knows its footprint
+(see ``_rejecting_past``), rather than after PTX and ptxas.
 """
 
 import struct
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -132,11 +137,57 @@ def _placeholder_arguments(op: str, signature: Signature) -> list[object]:
     return kernel_arguments(operands, projectors, results, scalar, strides)
 
 
+_validation = threading.local()
+
+
+def _install_early_rejection() -> None:
+    """Make the CUDA backend's LLVM IR stage stop a validation compile whose shared memory is
+    over the limit being validated (``_rejecting_past``); other compiles are untouched.
+
+    Triton fixes a kernel's shared memory (``metadata["shared"]``, what loading it checks) in
+    that stage; PTX generation and ptxas after it took 55-60% of a P147 candidate's compile
+    (profile h200, this CPU: 0.84 of 1.52 s for the bf16 forward), all of it wasted on a tile
+    that is then refused. Wrapping the stage keeps Triton's cache keys: its supported stage
+    hook (``knobs.runtime.add_stages_inspection_hook``) would add a key to every kernel's JIT
+    specialization, so a launch made without it would compile the kernel a second time.
+    """
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    make_llir = CUDABackend.make_llir
+    if getattr(make_llir, "_gridpair_early_rejection", False):
+        return
+
+    def make_llir_rejecting_past_limit(self, src, metadata, *args, **kwargs):
+        llir = make_llir(self, src, metadata, *args, **kwargs)
+        limit = getattr(_validation, "shared_limit", None)
+        shared = metadata.get("shared")
+        if limit is not None and shared is not None and shared > limit:
+            raise OutOfResources(shared, limit, "shared memory")
+        return llir
+
+    make_llir_rejecting_past_limit._gridpair_early_rejection = True  # type: ignore[attr-defined]
+    CUDABackend.make_llir = make_llir_rejecting_past_limit
+
+
+@contextmanager
+def _rejecting_past(shared_limit: int) -> Iterator[None]:
+    """Compiles in this thread, for the block, stop with ``OutOfResources`` once their shared
+    memory is known to exceed ``shared_limit`` (the same verdict and figures as after a full
+    compile; nothing is cached for a refused kernel)."""
+    _install_early_rejection()
+    outer = getattr(_validation, "shared_limit", None)
+    _validation.shared_limit = shared_limit
+    try:
+        yield
+    finally:
+        _validation.shared_limit = outer
+
+
 def compile_on_device(op: str, geometry: Geometry, tile: Tile, signature: Signature,
                       limits: DeviceLimits) -> Compiled:
     """Compile through the JIT for the real device and load the handles (nothing runs)."""
     kernel = KERNELS[op]
-    with torch.cuda.device(limits.index):
+    with torch.cuda.device(limits.index), _rejecting_past(limits.shared):
         compiled = kernel.warmup(
             *_placeholder_arguments(op, signature), grid=(1,),
             **kernel_constexprs(geometry, tile, signature.dtype, signature.wide),
@@ -176,11 +227,12 @@ def _ast_source(op: str, geometry: Geometry, tile: Tile, signature: Signature) -
 def compile_for_profile(op: str, geometry: Geometry, tile: Tile, signature: Signature,
                         limits: DeviceLimits) -> Compiled:
     """Compile for the profile's architecture and apply its limits."""
-    compiled = triton.compile(
-        _ast_source(op, geometry, tile, signature),
-        target=GPUTarget("cuda", limits.arch, _WARP_SIZE),
-        options={"num_warps": tile.num_warps, "num_stages": tile.num_stages},
-    )
+    with _rejecting_past(limits.shared):
+        compiled = triton.compile(
+            _ast_source(op, geometry, tile, signature),
+            target=GPUTarget("cuda", limits.arch, _WARP_SIZE),
+            options={"num_warps": tile.num_warps, "num_stages": tile.num_stages},
+        )
     shared = compiled.metadata.shared
     if shared > limits.shared:
         raise OutOfResources(shared, limits.shared, "shared memory")

@@ -1,0 +1,87 @@
+"""A candidate over the shared-memory limit is refused at Triton's LLVM IR stage, before PTX
+and ptxas, with the figures a full compile gives; compiles outside a validation, and in other
+threads, are never stopped. Profile compiles: no GPU needed."""
+
+import threading
+
+import pytest
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import CUDABackend
+from triton.runtime.errors import OutOfResources
+
+from gridpair import devices
+from gridpair.geometry import Geometry, Tile
+from gridpair.probe import Signature, _ast_source, _rejecting_past, compile_candidate
+
+# 16 slots, two focus, one frame of 16 channels, a 32-point grid: compiles in a fraction of a
+# second, and its 2-stage 32x32 forward tile needs more shared memory than its 1-stage 16x16.
+GEOMETRY = Geometry(16, 2, 1, 16, 32)
+SIGNATURE = Signature(torch.bfloat16, (True, True), False)
+LARGE, SMALL = Tile(32, 32, 2, 4), Tile(16, 16, 1, 4)
+
+
+@pytest.fixture
+def stages_run(monkeypatch):
+    """Names of the backend stages that ran after the LLVM IR stage, in order (every compile
+    runs its stages: no Triton cache hit)."""
+    monkeypatch.setattr(triton.knobs.compilation, "always_compile", True)
+    ran: list[str] = []
+    for stage in ("make_ptx", "make_cubin"):
+        real = getattr(CUDABackend, stage)
+
+        def spy(self, *args, _real=real, _stage=stage, **kwargs):
+            ran.append(_stage)
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(CUDABackend, stage, spy)
+    return ran
+
+
+def limits_with(shared: int) -> devices.DeviceLimits:
+    return devices.DeviceLimits("profile test (sm_90)", "test", 90, shared, None)
+
+
+def test_a_tile_over_the_limit_is_refused_before_ptx_with_the_full_compiles_figures(
+        stages_run):
+    # The oracle: both tiles compiled to the end with no limit in the way.
+    unlimited = limits_with(2**31)
+    large = compile_candidate("fwd", GEOMETRY, LARGE, SIGNATURE, unlimited).shared
+    small = compile_candidate("fwd", GEOMETRY, SMALL, SIGNATURE, unlimited).shared
+    assert small < large and stages_run == ["make_ptx", "make_cubin"] * 2
+    stages_run.clear()
+
+    limit = (small + large) // 2
+    with pytest.raises(OutOfResources) as refused:
+        compile_candidate("fwd", GEOMETRY, LARGE, SIGNATURE, limits_with(limit))
+    assert (refused.value.required, refused.value.limit, refused.value.name) == (
+        large, limit, "shared memory")
+    assert stages_run == []  # no PTX, no ptxas for a refused tile
+
+    # The one that fits still compiles to the end, to a cubin whose registers are checked.
+    fits = compile_candidate("fwd", GEOMETRY, SMALL, SIGNATURE, limits_with(limit))
+    assert fits.shared == small and fits.registers is not None
+    assert stages_run == ["make_ptx", "make_cubin"]
+
+
+def _compile_large() -> int:
+    compiled = triton.compile(_ast_source("fwd", GEOMETRY, LARGE, SIGNATURE),
+                              target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": LARGE.num_warps,
+                                       "num_stages": LARGE.num_stages})
+    return compiled.metadata.shared
+
+
+def test_compiles_outside_a_validation_are_not_stopped(stages_run):
+    with pytest.raises(OutOfResources):
+        compile_candidate("fwd", GEOMETRY, LARGE, SIGNATURE, limits_with(1))
+    # The same thread after the validation, and another thread during one, compile to the end.
+    assert _compile_large() > 1
+    shared_elsewhere: list[int] = []
+    with _rejecting_past(1):
+        worker = threading.Thread(target=lambda: shared_elsewhere.append(_compile_large()))
+        worker.start()
+        worker.join()
+    assert shared_elsewhere and shared_elsewhere[0] > 1
+    assert stages_run == ["make_ptx", "make_cubin"] * 2
