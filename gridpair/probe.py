@@ -21,8 +21,9 @@ import triton
 from torch import Tensor
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+from triton.compiler.compiler import make_backend
 from triton.runtime.errors import OutOfResources
-from triton.runtime.jit import MockTensor
+from triton.runtime.jit import MockTensor, create_function_from_signature
 
 from gridpair.devices import MAX_THREADS_PER_BLOCK, REGISTERS_PER_BLOCK, DeviceLimits
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs
@@ -201,26 +202,19 @@ def compile_on_device(op: str, geometry: Geometry, tile: Tile, signature: Signat
     return Compiled(shared, getattr(compiled, "n_regs", None))
 
 
-def _ast_source(op: str, geometry: Geometry, tile: Tile, signature: Signature) -> ASTSource:
-    """The source the JIT would build for this launch: same types, constants and attributes
-    (constexprs and pointers carry attribute entries, aligned pointers a divisibility of 16),
-    so a profile compile matches the JIT's specialization."""
+def _ast_source(op: str, geometry: Geometry, tile: Tile, signature: Signature,
+                arch: int = 90) -> ASTSource:
+    """The source the JIT builds for this launch, made by the JIT's own binder and packer from
+    the same placeholders, so a profile compile is the specialization a launch compiles on the
+    installed Triton (3.6 gives constexprs no attribute entry, 3.7 an empty one)."""
     kernel = KERNELS[op]
-    constexprs = kernel_constexprs(geometry, tile, signature.dtype, signature.wide)
-    arguments = iter(_placeholder_arguments(op, signature))
-    types: dict[str, str] = {}
-    attrs: dict[tuple[int, ...], list[list[object]]] = {}
-    for index, name in enumerate(kernel.arg_names):
-        if name in constexprs:
-            types[name] = "constexpr"
-            attrs[(index,)] = []
-            continue
-        value = next(arguments)
-        if isinstance(value, _Operand):
-            types[name] = "*" + _TRITON_TYPES[value.dtype]
-            attrs[(index,)] = [["tt.divisibility", 16]] if value.data_ptr() % 16 == 0 else []
-        else:
-            types[name] = "i64" if value > 2**31 - 1 else "i32"
+    backend = make_backend(GPUTarget("cuda", arch, _WARP_SIZE))
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    kwargs = dict(kernel_constexprs(geometry, tile, signature.dtype, signature.wide),
+                  num_warps=tile.num_warps, num_stages=tile.num_stages, debug=False)
+    bound, specialization, options = binder(*_placeholder_arguments(op, signature), **kwargs)
+    _, types, constexprs, attrs = kernel._pack_args(backend, kwargs, bound, specialization,
+                                                    options)
     return ASTSource(kernel, types, constexprs, attrs)
 
 
@@ -229,7 +223,7 @@ def compile_for_profile(op: str, geometry: Geometry, tile: Tile, signature: Sign
     """Compile for the profile's architecture and apply its limits."""
     with _rejecting_past(limits.shared):
         compiled = triton.compile(
-            _ast_source(op, geometry, tile, signature),
+            _ast_source(op, geometry, tile, signature, limits.arch),
             target=GPUTarget("cuda", limits.arch, _WARP_SIZE),
             options={"num_warps": tile.num_warps, "num_stages": tile.num_stages},
         )

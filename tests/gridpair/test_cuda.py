@@ -367,3 +367,29 @@ def test_offsets_past_2_31_of_a_few_nodes_of_a_huge_degree_major_storage(dtype):
     own = reference_grid_pair(*(x.to(dtype) for x in args), frames)
     floor = 4 * torch.finfo(dtype).eps
     assert relative_error(got, exact) <= 5 * max(relative_error(own, exact), floor)
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+def test_a_profile_compile_is_the_specialization_the_jit_launches(aligned):
+    """A profile compile for this GPU's architecture gives the TTIR the kernel's JIT gives on
+    the GPU for the same placeholders: same types, constants and pointer attributes."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    from gridpair.geometry import Geometry, Tile, kernel_constexprs
+    from gridpair.kernels import KERNELS
+    from gridpair.probe import Signature, _ast_source, _placeholder_arguments
+
+    major, minor = torch.cuda.get_device_capability()
+    geometry, tile = Geometry(49, 2, 3, 96, 584), Tile(32, 32, 2, 4)
+    signature = Signature(torch.bfloat16, (aligned, True, True), False)
+    launched = KERNELS["bwd"].warmup(
+        *_placeholder_arguments("bwd", signature), grid=(1,),
+        **kernel_constexprs(geometry, tile, torch.bfloat16, False),
+        num_warps=tile.num_warps, num_stages=tile.num_stages)
+    profiled = triton.compile(_ast_source("bwd", geometry, tile, signature, 10 * major + minor),
+                              target=GPUTarget("cuda", 10 * major + minor, 32),
+                              options={"num_warps": tile.num_warps,
+                                       "num_stages": tile.num_stages})
+    assert "tt.divisibility" in profiled.asm["ttir"]
+    assert profiled.asm["ttir"] == launched.asm["ttir"]

@@ -12,9 +12,7 @@ import triton
 from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from triton.compiler.compiler import make_backend
 from triton.compiler.errors import CompilationError
-from triton.runtime.jit import create_function_from_signature
 
 from gridpair import devices, grid_pair, reference_grid_pair, tuned
 from gridpair.geometry import Geometry, Tile, kernel_constexprs
@@ -22,7 +20,6 @@ from gridpair.kernels import KERNELS
 from gridpair.probe import (
     Signature,
     _ast_source,
-    _placeholder_arguments,
     cubin_registers,
     max_threads,
 )
@@ -400,25 +397,32 @@ def test_profiles():
                        target=GPUTarget("cuda", 999, 32))
 
 
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("aligned", [True, False])
 @pytest.mark.parametrize("op", ["fwd", "bwd2"])
-def test_validation_compiles_the_specialization_the_jit_launches(op, aligned):
-    """The profile compile's source equals what the JIT builds from the same placeholders:
-    same types, constants and attributes (so a launch reuses the validated compile)."""
+def test_the_profile_source_specializes_what_a_launch_does(op, aligned, wide):
+    """What a profile compile specializes, stated here: the first operand's 16-byte alignment
+    only where it is aligned, every other pointer aligned (padded projectors and fresh results),
+    scalars 32-bit or 64-bit with the width, the tile and geometry as constants, and no
+    specialization on the value of a scalar (neither 1 nor a multiple of 16)."""
     kernel = KERNELS[op]
     geometry, tile = Geometry(**P147), Tile(32, 32, 2, 4)
-    signature = Signature(torch.bfloat16, (aligned,) + (True,) * (OPERAND_COUNT[op] - 1), False)
-    backend = make_backend(GPUTarget("cuda", 90, 32))
-    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
-    kwargs = dict(kernel_constexprs(geometry, tile, torch.bfloat16), num_warps=4, num_stages=2,
-                  debug=False)
-    bound, specialization, options = binder(*_placeholder_arguments(op, signature), **kwargs)
-    _, types, constants, attrs = kernel._pack_args(backend, kwargs, bound, specialization,
-                                                   options)
+    n_operands = OPERAND_COUNT[op]
+    signature = Signature(torch.bfloat16, (aligned,) + (True,) * (n_operands - 1), wide)
     source = _ast_source(op, geometry, tile, signature)
-    assert types == source.signature
-    assert constants == source.constants
-    assert attrs == source.attrs
+    constants = kernel_constexprs(geometry, tile, torch.bfloat16, wide)
+    pointers = n_operands + 2 + {"fwd": 1, "bwd2": 3}[op]
+    runtime = [name for name in kernel.arg_names if name not in constants]
+    assert len(runtime) == pointers + 1 + 4 * n_operands  # + row count and four strides each
+    assert {name: source.signature[name] for name in runtime[:pointers]} == {
+        name: "*bf16" for name in runtime[:pointers]}
+    scalar = "i64" if wide else "i32"
+    assert {source.signature[name] for name in runtime[pointers:]} == {scalar}
+    assert {kernel.arg_names[path[0]]: value for path, value in source.constants.items()} == (
+        constants)
+    divisible = {kernel.arg_names[path[0]] for path, entries in source.attrs.items()
+                 if ["tt.divisibility", 16] in entries}
+    assert divisible == set(runtime[int(not aligned):pointers])
 
 
 def test_register_count_and_thread_limit(tmp_path):
