@@ -11,10 +11,12 @@ import torch
 import triton
 from triton import knobs
 from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import CUDABackend
 from triton.compiler import ASTSource
 from triton.compiler.errors import CompilationError
+from triton.runtime.errors import OutOfResources
 
-from gridpair import devices, grid_pair, reference_grid_pair, tuned
+from gridpair import devices, grid_pair, probe, reference_grid_pair, tuned
 from gridpair.geometry import Geometry, Tile, kernel_constexprs
 from gridpair.kernels import KERNELS
 from gridpair.probe import (
@@ -52,10 +54,22 @@ class Recorder:
 
 @pytest.fixture
 def compiles(monkeypatch):
-    """Every triton.compile call (cache hits included), by kernel name."""
+    """Every Triton compile, by kernel name: finished ones and cache hits (Triton's listener),
+    and those refused part-way at the shared-memory check, which never reach the listener."""
     seen = []
     monkeypatch.setattr(knobs.compilation, "listener",
                         lambda *, src, metadata, **_: seen.append(metadata["name"]))
+    probe._install_early_rejection()
+    make_llir = CUDABackend.make_llir
+
+    def refused_too(self, src, metadata, *args, **kwargs):
+        try:
+            return make_llir(self, src, metadata, *args, **kwargs)
+        except OutOfResources:
+            seen.append("refused at the shared-memory check")
+            raise
+
+    monkeypatch.setattr(CUDABackend, "make_llir", refused_too)
     return seen
 
 
