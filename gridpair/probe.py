@@ -170,12 +170,38 @@ def _install_early_rejection() -> None:
     CUDABackend.make_llir = make_llir_rejecting_past_limit
 
 
+_FRONT_END = threading.RLock()
+
+
+def _install_front_end_lock() -> None:
+    """Let one thread at a time run Triton's front end (Python AST to TTIR), in every compile.
+
+    Validation compiles on worker threads, and CPython 3.11's ``ast.parse``, which the front
+    end calls for the kernel and each helper it calls, is not safe across threads: its
+    recursion-depth check is interpreter-wide, and a thread switch during the conversion raises
+    ``SystemError: AST constructor recursion depth mismatch`` (seen on this CPU with two
+    workers). The front end holds the GIL throughout, so taking it in turn costs next to
+    nothing; the MLIR passes, LLVM and ptxas after it still run side by side.
+    """
+    make_ir = ASTSource.make_ir
+    if getattr(make_ir, "_gridpair_front_end_lock", False):
+        return
+
+    def make_ir_one_thread_at_a_time(self, *args, **kwargs):
+        with _FRONT_END:
+            return make_ir(self, *args, **kwargs)
+
+    make_ir_one_thread_at_a_time._gridpair_front_end_lock = True  # type: ignore[attr-defined]
+    ASTSource.make_ir = make_ir_one_thread_at_a_time
+
+
 @contextmanager
 def _rejecting_past(shared_limit: int) -> Iterator[None]:
     """Compiles in this thread, for the block, stop with ``OutOfResources`` once their shared
     memory is known to exceed ``shared_limit`` (the same verdict and figures as after a full
     compile; nothing is cached for a refused kernel)."""
     _install_early_rejection()
+    _install_front_end_lock()
     outer = getattr(_validation, "shared_limit", None)
     _validation.shared_limit = shared_limit
     try:

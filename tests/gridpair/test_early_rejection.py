@@ -3,6 +3,7 @@ and ptxas, with the figures a full compile gives; compiles outside a validation,
 threads, are never stopped. Profile compiles: no GPU needed."""
 
 import threading
+import time
 
 import pytest
 import torch
@@ -85,3 +86,42 @@ def test_compiles_outside_a_validation_are_not_stopped(stages_run):
         worker.join()
     assert shared_elsewhere and shared_elsewhere[0] > 1
     assert stages_run == ["make_ptx", "make_cubin"] * 2
+
+
+def test_one_thread_at_a_time_runs_the_compiler_front_end(monkeypatch):
+    """Two validations on two threads: the second enters Triton's front end (where CPython
+    3.11's ast.parse is not thread-safe) only after the first has left it."""
+    import triton.compiler.code_generator as code_generator
+
+    real = code_generator.ast_to_ttir
+    spans: list[tuple[str, float]] = []
+    first_inside = threading.Event()
+
+    def slow_front_end(*args, **kwargs):
+        spans.append(("enter", time.perf_counter()))
+        first_inside.set()
+        time.sleep(0.3)  # long enough for the other thread to try to enter
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spans.append(("leave", time.perf_counter()))
+
+    monkeypatch.setattr(code_generator, "ast_to_ttir", slow_front_end)
+    monkeypatch.setattr(triton.knobs.compilation, "always_compile", True)
+    errors: list[BaseException] = []
+
+    def validate(tile: Tile) -> None:
+        try:
+            compile_candidate("fwd", GEOMETRY, tile, SIGNATURE, limits_with(2**31))
+        except BaseException as error:
+            errors.append(error)
+
+    first = threading.Thread(target=validate, args=(LARGE,))
+    first.start()
+    assert first_inside.wait(timeout=60)
+    second = threading.Thread(target=validate, args=(SMALL,))
+    second.start()
+    first.join()
+    second.join()
+    assert errors == []
+    assert [kind for kind, _ in spans] == ["enter", "leave", "enter", "leave"]
