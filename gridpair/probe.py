@@ -199,7 +199,8 @@ def _install_front_end_lock() -> None:
 def _rejecting_past(shared_limit: int) -> Iterator[None]:
     """Compiles in this thread, for the block, stop with ``OutOfResources`` once their shared
     memory is known to exceed ``shared_limit`` (the same verdict and figures as after a full
-    compile; nothing is cached for a refused kernel)."""
+    compile; nothing is cached for a refused kernel). Installs the front-end lock too: every
+    validation compile passes here, whatever thread it runs on."""
     _install_early_rejection()
     _install_front_end_lock()
     outer = getattr(_validation, "shared_limit", None)

@@ -31,3 +31,10 @@ run() {  # run NAME SECONDS COMMAND...
 versions() {  # Python, torch, triton, pytest and each GPU's opt-in shared memory per block
     run versions 60 bash -c 'python3 -c "import sys, torch, triton, pytest; print(sys.version.split()[0], \"torch\", torch.__version__, \"triton\", triton.__version__, \"pytest\", pytest.__version__); [print(i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).shared_memory_per_block_optin) for i in range(torch.cuda.device_count())]"; nvidia-smi -L'
 }
+
+bytecode() {  # compile site-packages' bytecode once, as an installed environment has it: the
+    # GPU machine's ships without, and PYTHONDONTWRITEBYTECODE above keeps imports from writing it
+    local site
+    site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    run bytecode 300 bash -c "time python3 -m compileall -q -j 0 $site > /dev/null; echo compiled $site"
+}

@@ -11,8 +11,7 @@ cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
 : > "$OUT/summary.txt"
 versions
-SITE=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-run bytecode 300 bash -c "time python3 -m compileall -q -j 0 $SITE > /dev/null; echo compiled $SITE"
+bytecode
 run imports 120 python3 -c '
 import time; t = time.perf_counter()
 import torch, triton; t1 = time.perf_counter(); print(f"torch+triton {t1-t:.2f} s")

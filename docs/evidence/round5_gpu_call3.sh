@@ -11,8 +11,7 @@ cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
 : > "$OUT/summary.txt"
 versions
-SITE=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-run bytecode 300 bash -c "time python3 -m compileall -q -j 0 $SITE > /dev/null; echo compiled $SITE"
+bytecode
 run gpu-tests 300 "${PYTEST[@]}" -n 4 tests/gridpair/test_early_rejection.py \
     tests/gridpair/test_selector.py tests/plugin/test_isolation.py \
     "tests/gridpair/test_cuda.py::test_a_profile_compile_is_the_specialization_the_jit_launches" \

@@ -8,8 +8,7 @@ cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
 : > "$OUT/summary.txt"
 versions
-SITE=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-run bytecode 300 bash -c "python3 -m compileall -q -j 0 $SITE > /dev/null; echo compiled $SITE"
+bytecode
 run gpu-tests 240 "${PYTEST[@]}" -n 4 tests/gridpair/test_early_rejection.py \
     tests/gridpair/test_parallel_selection.py \
     "tests/gridpair/test_cuda.py::test_one_compile_per_probe_and_none_at_launch" \
