@@ -38,3 +38,9 @@ bytecode() {  # compile site-packages' bytecode once, as an installed environmen
     site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     run bytecode 300 bash -c "time python3 -m compileall -q -j 0 $site > /dev/null; echo compiled $site"
 }
+
+begin() {  # a call's first steps: an empty summary, the versions, the bytecode
+    : > "$OUT/summary.txt"
+    versions
+    bytecode
+}

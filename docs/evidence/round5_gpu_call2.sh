@@ -9,9 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-: > "$OUT/summary.txt"
-versions
-bytecode
+begin
 run imports 120 python3 -c '
 import time; t = time.perf_counter()
 import torch, triton; t1 = time.perf_counter(); print(f"torch+triton {t1-t:.2f} s")

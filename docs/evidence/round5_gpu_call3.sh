@@ -9,9 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-: > "$OUT/summary.txt"
-versions
-bytecode
+begin
 run gpu-tests 300 "${PYTEST[@]}" -n 4 tests/gridpair/test_early_rejection.py \
     tests/gridpair/test_selector.py tests/plugin/test_isolation.py \
     "tests/gridpair/test_cuda.py::test_a_profile_compile_is_the_specialization_the_jit_launches" \

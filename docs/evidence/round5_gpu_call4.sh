@@ -6,9 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-: > "$OUT/summary.txt"
-versions
-bytecode
+begin
 run gpu-tests 240 "${PYTEST[@]}" -n 4 tests/gridpair/test_early_rejection.py \
     tests/gridpair/test_parallel_selection.py \
     "tests/gridpair/test_cuda.py::test_one_compile_per_probe_and_none_at_launch" \
