@@ -1,0 +1,189 @@
+"""Where the host time of the eager P147 force step goes, part by part (H200 evidence).
+
+    python docs/evidence/eager_host_breakdown.py --dtype bf16-amp
+
+1. The step side by side: grid_pair's eager path, the same step with a stand-in op that has
+   grid_pair's autograd chain (fwd -> bwd -> bwd) but launches nothing (the floor: the step's own
+   casts, sums and autograd), and the reference. Wall (do_bench median), host (issuing 50 steps),
+   graph (CUDA graph replay).
+2. One eager launch's parts in microseconds (perf_counter over many calls, GPU not awaited):
+   the selector's cached choice, the launch with and without Triton's JIT binder, the bare
+   compiled-kernel call, an allocation.
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_gridpair import SHAPES, autocast, inputs, make_pass, replayed_ms  # noqa: E402
+
+import gridpair  # noqa: E402
+from gridpair import eager, launch  # noqa: E402
+from gridpair.geometry import Geometry, kernel_arguments, kernel_constexprs  # noqa: E402
+from gridpair.kernels import KERNELS  # noqa: E402
+from gridpair.selector import active_selector  # noqa: E402
+
+
+class _Stand(torch.autograd.Function):
+    """grid_pair's autograd chain with empty results: what the step costs without our op."""
+
+    @staticmethod
+    def forward(ctx, left, right):
+        ctx.save_for_backward(left, right)
+        return torch.empty_like(left)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        left, right = ctx.saved_tensors
+        return _StandBackward.apply(grad_out, left, right)
+
+
+class _StandBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, grad_out, left, right):
+        ctx.save_for_backward(grad_out, left, right)
+        return torch.empty_like(left), torch.empty_like(right)
+
+    @staticmethod
+    def backward(ctx, grad_grad_left, grad_grad_right):
+        grad_out = ctx.saved_tensors[0]
+        g2l, g2r = _StandBackward.apply(grad_out, grad_grad_left, grad_grad_right)
+        return None, g2l, g2r
+
+
+def stand_in(left, right, to_grid, from_grid, n_frames):
+    left, right, *_ = eager.autocast_inputs((left, right, to_grid, from_grid))
+    return _Stand.apply(left, right)
+
+
+def host_ms(run, steps: int = 50) -> float:
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        run()
+    issued = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return issued / steps * 1e3
+
+
+def per_call_us(fn, calls: int = 2000) -> float:
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return best
+
+
+def steps(args) -> None:
+    from triton.testing import do_bench
+
+    data = inputs(args.shape, 300, "cuda")
+    frames = SHAPES[args.shape][1]
+    impls = [("grid_pair eager", gridpair.grid_pair), ("stand-in (no kernels)", stand_in),
+             ("reference eager", gridpair.reference_grid_pair)]
+    for label, fn in impls:
+        step = make_pass("force", fn, frames)
+
+        def run(step=step):
+            with autocast(args.dtype, "cuda"):
+                return step(*data)
+
+        run()
+        torch.cuda.synchronize()
+        wall = do_bench(run, warmup=50, rep=200, return_mode="median")
+        host = min(host_ms(run) for _ in range(3))
+        graph = replayed_ms(run)
+        print(f"step {label:24s} wall {wall:.3f} ms  host {host:.3f} ms  graph {graph:.3f} ms  "
+              f"wall/graph {wall / graph:.2f}", flush=True)
+
+
+def parts(args) -> None:
+    data = inputs(args.shape, 300, "cuda")
+    frames = SHAPES[args.shape][1]
+    left, right, to_grid, from_grid = data[:4]
+    dtype = torch.bfloat16 if args.dtype == "bf16-amp" else torch.float32
+    left, right, to_grid, from_grid = (t.to(dtype) for t in (left, right, to_grid, from_grid))
+    selector = active_selector()
+    operands = (left, right)
+    tile = selector.choose("fwd", operands, (to_grid, from_grid), frames)
+    print(f"fwd tile {tile}", flush=True)
+    results = {}
+    results["selector.choose (cached)"] = per_call_us(
+        lambda: selector.choose("fwd", operands, (to_grid, from_grid), frames))
+    results["launch(direct=True)"] = per_call_us(
+        lambda: launch.launch("fwd", operands, to_grid, from_grid, frames, tile, direct=True))
+    results["eager._compute(fwd)"] = per_call_us(
+        lambda: eager._compute("fwd", operands, to_grid, from_grid, frames, selector))
+    geometry = Geometry.of(left, to_grid, frames)
+    out = torch.empty_like(left)
+    n_rows = left.shape[0] * geometry.focus * geometry.channels
+    padded = (launch.padded_projector(to_grid), launch.padded_projector(from_grid))
+    arguments = kernel_arguments(operands, padded, (out,), n_rows, [x.stride() for x in operands])
+    constexprs = kernel_constexprs(geometry, tile, dtype, False)
+    grid = launch.launch_grid(n_rows, tile)
+    kernel = KERNELS["fwd"]
+    options = {"num_warps": tile.num_warps, "num_stages": tile.num_stages}
+    compiled = kernel[grid](*arguments, **constexprs, **options)
+    results["JITFunction[grid](...)"] = per_call_us(
+        lambda: kernel[grid](*arguments, **constexprs, **options))
+    try:
+        from triton import knobs
+        from triton.runtime import driver
+
+        device = driver.active.get_current_device()
+        values = [*arguments, *constexprs.values()]
+
+        def bare():
+            stream = driver.active.get_current_stream(device)
+            compiled.run(grid[0], 1, 1, stream, compiled.function, compiled.packed_metadata,
+                         None, knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook,
+                         *values)
+
+        kernel[grid](*arguments, **constexprs, **options)
+        expected = out.clone()
+        out.zero_()
+        bare()
+        torch.cuda.synchronize()
+        print(f"bare launch equals the JIT's: {torch.equal(out, expected)}", flush=True)
+        results["CompiledKernel.run (bare)"] = per_call_us(bare)
+        results["  of which get_current_stream"] = per_call_us(
+            lambda: driver.active.get_current_stream(device))
+    except Exception as error:  # evidence: say what failed, go on
+        print(f"bare launch failed: {type(error).__name__}: {error}", flush=True)
+    results["torch.empty_like"] = per_call_us(lambda: torch.empty_like(left))
+    results["eager.autocast_inputs"] = per_call_us(
+        lambda: eager.autocast_inputs(data[:4]))
+    results["probe.signature_of"] = per_call_us(
+        lambda: __import__("gridpair.probe").probe.signature_of(operands))
+    results["Geometry.of"] = per_call_us(lambda: Geometry.of(left, to_grid, frames))
+    for name, value in results.items():
+        print(f"part {name:34s} {value:8.1f} us", flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shape", default="P147")
+    parser.add_argument("--dtype", default="bf16-amp")
+    args = parser.parse_args(argv)
+    print(f"torch {torch.__version__}, triton {__import__('triton').__version__}, "
+          f"{torch.cuda.get_device_name()}", flush=True)
+    steps(args)
+    parts(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
