@@ -72,6 +72,9 @@ def _jobs(shapes, dtypes):
     return jobs
 
 
+_NODES = 300
+
+
 def _compile(job):
     """Worker: compile one candidate for sm_90 into Triton's cache (no GPU touched)."""
     import torch
@@ -79,10 +82,11 @@ def _compile(job):
     from triton.backends.compiler import GPUTarget
 
     from gridpair.geometry import Geometry
-    from gridpair.probe import Signature, _ast_source
+    from gridpair.probe import _ast_source, contiguous_signature
 
     shape, label, op, tile = job
-    signature = Signature(getattr(torch, DTYPES[label]), (True,) * OPERANDS[op], False)
+    signature = contiguous_signature(op, Geometry(*SHAPES[shape]), getattr(torch, DTYPES[label]),
+                                     _NODES)
     start = time.perf_counter()
     try:
         compiled = triton.compile(_ast_source(op, Geometry(*SHAPES[shape]), tile, signature),
@@ -110,6 +114,8 @@ def main(argv=None):
                         help="write the two fastest tiles within the numerics bound of each "
                              "(shape, dtype, op) as a GRIDPAIR_TUNED_TILES file")
     args = parser.parse_args(argv)
+    global _NODES
+    _NODES = args.nodes  # read by the forked workers
     if args.plan:
         plan = {part.split(":")[0]: part.split(":")[1].split(",") for part in args.plan.split(";")}
     else:

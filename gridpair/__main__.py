@@ -16,8 +16,7 @@ import torch
 from gridpair import devices
 from gridpair.devices import DeviceLimits
 from gridpair.geometry import Geometry
-from gridpair.kernels import OPERANDS
-from gridpair.probe import Signature
+from gridpair.probe import contiguous_signature
 from gridpair.selector import SELECTOR, Decision, LaunchKey
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -51,12 +50,12 @@ def _limits(device: str | None) -> DeviceLimits:
 def explain(op: str, dtype: torch.dtype, shape: Sequence[int], frames: int, grid: int,
             limits: DeviceLimits, probe_all: bool = False) -> tuple[Decision, bool]:
     """The decision for this launch, and whether it came from the selector's cache."""
-    _, degrees, focus, packed = shape
+    nodes, degrees, focus, packed = shape
     if packed % frames:
         raise SystemExit(f"explain: --frames {frames} does not divide the last axis {packed}")
     geometry = Geometry(degrees, focus, frames, packed // frames, grid)
     key = LaunchKey(op, limits.identity, limits.shared, geometry,
-                    Signature(dtype, (True,) * len(OPERANDS[op]), False))
+                    contiguous_signature(op, geometry, dtype, nodes))
     cached = next((d for d in SELECTOR.cached() if d.key == key), None)
     if cached is not None and not probe_all:
         return cached, True

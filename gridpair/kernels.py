@@ -11,9 +11,10 @@ walks its keys. The grid field never reaches device memory.
 The slot axis (d, k) is covered by a power-of-two main block plus a power-of-two tail block
 (147 slots: 128 + 32 instead of 256). The launchers hand the kernels projectors zero-padded to
 that cover, so projector tiles need no slot masks and their rows are 16-byte aligned. Row counts
-and operand strides are launch scalars Triton must not specialize on (``LAUNCH_SCALARS``): one
-compiled kernel serves every batch size and every degree-major view, and the kernel validated
-with placeholders is the kernel that runs.
+and operand strides are launch scalars (``LAUNCH_SCALARS``) that Triton specializes by class
+only (1, a multiple of 16, 32 or 64 bits; ``probe.scalar_class``), as Inductor does when it
+compiles these kernels: one compiled kernel serves every batch size of a class, and the kernel
+validated with placeholders of those classes is the kernel that runs, eager or compiled.
 """
 
 import triton
@@ -145,7 +146,7 @@ def _rows_program(BLOCK_M: tl.constexpr, SLOTS_MAIN: tl.constexpr, SLOTS_TAIL: t
     return rows, slots_main, slots_tail
 
 
-@triton.jit(do_not_specialize=LAUNCH_SCALARS["fwd"])
+@triton.jit
 def _grid_pair_fwd_kernel(
     left_ptr, right_ptr, to_grid_ptr, from_grid_ptr, out_ptr, n_rows,
     left_stride_n, left_stride_d, left_stride_f, left_stride_c,
@@ -192,7 +193,7 @@ def _grid_pair_fwd_kernel(
                 FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
 
 
-@triton.jit(do_not_specialize=LAUNCH_SCALARS["bwd"])
+@triton.jit
 def _grid_pair_bwd_kernel(
     grad_out_ptr, left_ptr, right_ptr, to_grid_ptr, from_grid_ptr,
     grad_left_ptr, grad_right_ptr, n_rows,
@@ -247,7 +248,7 @@ def _grid_pair_bwd_kernel(
                 FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
 
 
-@triton.jit(do_not_specialize=LAUNCH_SCALARS["bwd2"])
+@triton.jit
 def _grid_pair_bwd2_kernel(
     grad_out_ptr, left_ptr, right_ptr, grad_grad_left_ptr, grad_grad_right_ptr,
     to_grid_ptr, from_grid_ptr,

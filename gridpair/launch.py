@@ -6,15 +6,20 @@ Either way the kernel is found in the JIT cache the selector's validation filled
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 from torch.library import wrap_triton
 from torch.utils._python_dispatch import _get_current_dispatch_mode
+from triton import knobs
 
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
 from gridpair.kernels import KERNELS, OPERANDS, RESULTS
 from gridpair.probe import is_plain, needs_wide_offsets
+
+if TYPE_CHECKING:
+    from gridpair.selector import LaunchKey
 
 
 def pad_projector(projector: Tensor) -> Tensor:
@@ -88,18 +93,21 @@ def launch_grid(n_rows: int, tile: Tile) -> tuple[int]:
 
 
 def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
-           n_frames: int, tile: Tile, *, direct: bool = False) -> tuple[Tensor, ...]:
+           n_frames: int, tile: Tile, *, direct: bool = False,
+           key: "LaunchKey | None" = None) -> tuple[Tensor, ...]:
     """Run kernel ``op`` ("fwd", "bwd", "bwd2") with ``tile``; return its fresh results.
 
     Operands are (N, D, F, K*C) in any strides, projectors (G, D*K); results are contiguous,
     in the operands' dtype. ``direct``: nothing traces this call (the eager path), so the JIT
     runs the kernel itself and padded projectors are reused; otherwise ``wrap_triton`` records
-    the launch.
+    the launch. ``key``, with ``direct``: the selector's key for these operands, which the
+    launch's specialization follows; the compiled kernel the JIT found for it is then launched
+    again without the JIT's binder (``_launch_resolved``).
     """
     if len(operands) != len(OPERANDS[op]):
         raise ValueError(f"{op}: expected operands {OPERANDS[op]}, got {len(operands)} tensors")
     first = operands[0]
-    geometry = Geometry.of(first, to_grid, n_frames)
+    geometry = Geometry.of(first, to_grid, n_frames) if key is None else key.geometry
     results = tuple(torch.empty(first.shape, dtype=first.dtype, device=first.device)
                     for _ in RESULTS[op])
     n_rows = first.shape[0] * geometry.focus * geometry.channels
@@ -110,13 +118,47 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
                             [x.stride() for x in operands])
     grid = launch_grid(n_rows, tile)
     kernel = KERNELS[op]
-    runner = kernel if direct or interpreted() else wrap_triton(kernel)
     # The same decision as the selector's signature, so the validated kernel is the one run.
-    wide = any(needs_wide_offsets(x) for x in operands)
+    wide = (any(needs_wide_offsets(x) for x in operands) if key is None
+            else key.signature.wide)
+    constexprs = kernel_constexprs(geometry, tile, first.dtype, wide)
     with _on_device_of(first):
-        runner[grid](*args, **kernel_constexprs(geometry, tile, first.dtype, wide),
-                     num_warps=tile.num_warps, num_stages=tile.num_stages)
+        if direct and key is not None and first.is_cuda:
+            _launch_resolved(kernel, (key, tile), grid, args, constexprs, tile)
+        else:
+            runner = kernel if direct or interpreted() else wrap_triton(kernel)
+            runner[grid](*args, **constexprs, num_warps=tile.num_warps,
+                         num_stages=tile.num_stages)
     return results
+
+
+# The compiled kernel the JIT found for each (selector key, tile) of an eager launch. The key
+# holds everything the JIT specializes a launch on (test_selector.py checks the signature
+# against Triton's own binder), and the pointers it leaves out are padded projectors and
+# results, fresh allocations, always aligned. A repeat launch then skips the JIT's binder and
+# cache-key hashing, a large share of an eager step's host time; it is the same kernel object,
+# never a new compile.
+_RESOLVED: dict[tuple, object] = {}
+
+
+def _launch_resolved(kernel, memo: tuple, grid: tuple[int], args: list[object],
+                     constexprs: dict[str, object], tile: Tile) -> None:
+    # Triton's options that enter the JIT's cache key, and hooks that must see every launch.
+    if kernel.pre_run_hooks or knobs.runtime.add_stages_inspection_hook is not None:
+        kernel[grid](*args, **constexprs, num_warps=tile.num_warps, num_stages=tile.num_stages)
+        return
+    # The key names the device (the current one here), as the JIT's caches are per device.
+    memo = (*memo, knobs.runtime.debug, knobs.compilation.instrumentation_mode)
+    compiled = _RESOLVED.get(memo)
+    if compiled is None:
+        # The constexprs go positionally below, after the runtime arguments.
+        if list(constexprs) != kernel.arg_names[len(args):]:
+            raise RuntimeError(f"{kernel.__name__}: constexprs {list(constexprs)} are not its "
+                               f"last parameters {kernel.arg_names[len(args):]}")
+        _RESOLVED[memo] = kernel[grid](*args, **constexprs, num_warps=tile.num_warps,
+                                       num_stages=tile.num_stages)
+        return
+    compiled[(*grid, 1, 1)](*args, *constexprs.values())
 
 
 def _on_device_of(tensor: Tensor) -> AbstractContextManager:

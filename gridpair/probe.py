@@ -27,12 +27,19 @@ from triton.runtime.jit import MockTensor, create_function_from_signature
 
 from gridpair.devices import MAX_THREADS_PER_BLOCK, REGISTERS_PER_BLOCK, DeviceLimits
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs
-from gridpair.kernels import KERNELS, OPERANDS, RESULTS
+from gridpair.kernels import KERNELS, LAUNCH_SCALARS, OPERANDS, RESULTS
 
-# Placeholder for pair counts and strides: neither 1 nor a multiple of 16, so nothing about the
-# real values could be specialized into the validated kernel (the kernels also opt out).
-LAUNCH_SCALAR_PLACEHOLDER = 3
-WIDE_LAUNCH_SCALAR_PLACEHOLDER = 2**31 + 3
+# Triton's JIT specializes an integer argument on its value's class: 1 becomes a constant, a
+# multiple of 16 gets a divisibility attribute, and its type is i32 or i64 by size. Inductor
+# specializes the integer arguments of a user kernel it compiles by the same rules, decided on
+# the symbolic values (``torch._inductor.codegen.triton_utils.config_of``), whatever the
+# kernel's do_not_specialize says. So the row count and the strides are specialized here too,
+# by class: the kernel validated is then the kernel the JIT and Inductor compile.
+SCALAR_ONE = "1"
+SCALAR_CLASSES = (SCALAR_ONE, "i32:16", "i32", "i64:16", "i64")
+# A value of each class, for the validation compile's placeholders.
+_PLACEHOLDER_VALUES = {SCALAR_ONE: 1, "i32:16": 16, "i32": 3, "i64:16": 2**31 + 16,
+                       "i64": 2**31 + 3}
 
 _TRITON_TYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _WARP_SIZE = 32
@@ -42,11 +49,15 @@ _EIFMT_SVAL = 0x04
 
 @dataclass(frozen=True)
 class Signature:
-    """Everything about the operands that specializes a compile: no data, no sizes of N."""
+    """Everything about the operands that specializes a compile: no data, and of the row
+    count and strides only their class (``scalar_class``), never their values."""
 
     dtype: torch.dtype
     aligned: tuple[bool, ...]  # per operand: base address a multiple of 16 bytes
     wide: bool  # some reachable offset, stride or the row count needs 64 bits
+    # The class of each launch scalar, in kernel order: the row count, then each operand's
+    # four strides (kernels.LAUNCH_SCALARS).
+    scalars: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -120,22 +131,68 @@ def _layout(tensor: Tensor) -> tuple[bool, bool]:
     return bool(statically_known_true(offset % 16 == 0)), needs_wide_offsets(tensor)
 
 
-def signature_of(operands: Sequence[Tensor]) -> Signature:
+def scalar_class(value: object) -> str:
+    """The class of an integer launch argument as Triton's JIT specializes a real one and
+    Inductor a symbolic one: ``"1"``, or ``"i32"`` / ``"i64"`` by size with ``":16"`` for a
+    multiple of 16. A symbolic value is 1 or a multiple of 16 only where that is statically
+    known, and its width is its hint's (as Inductor decides both)."""
+    if type(value) is int:
+        if value == 1:
+            return SCALAR_ONE
+        width = "i32" if -(2**31) <= value <= _INT32_MAX else "i64"
+        return f"{width}:16" if value % 16 == 0 else width
+    # Imported here: it pulls in sympy (half a second), and only traced launches reach this.
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    if statically_known_true(value == 1):
+        return SCALAR_ONE
+    hint = getattr(getattr(value, "node", None), "hint", None)
+    width = "i64" if isinstance(hint, int) and hint > _INT32_MAX else "i32"
+    return f"{width}:16" if statically_known_true(value % 16 == 0) else width
+
+
+def launch_scalars(operands: Sequence[Tensor], geometry: Geometry) -> list[object]:
+    """The launch's integer arguments in kernel order: the row count, then each operand's
+    strides."""
+    n_rows = operands[0].shape[0] * geometry.focus * geometry.channels
+    return [n_rows, *(s for x in operands for s in x.stride())]
+
+
+def signature_of(operands: Sequence[Tensor], geometry: Geometry) -> Signature:
     """The Signature of a launch on these operands (real, fake or functional)."""
     layouts = [_layout(x) for x in operands]
     return Signature(operands[0].dtype, tuple(aligned for aligned, _ in layouts),
-                     any(wide for _, wide in layouts))
+                     any(wide for _, wide in layouts),
+                     tuple(scalar_class(v) for v in launch_scalars(operands, geometry)))
+
+
+def contiguous_signature(op: str, geometry: Geometry, dtype: torch.dtype,
+                         nodes: int) -> Signature:
+    """The Signature of a launch on fresh contiguous operands of ``nodes`` nodes."""
+    n_operands = len(OPERANDS[op])
+    strides = contiguous_strides(geometry)
+    scalars = [nodes * geometry.focus * geometry.channels, *strides * n_operands]
+    return Signature(dtype, (True,) * n_operands, nodes * strides[0] > _INT32_MAX + 1,
+                     tuple(scalar_class(v) for v in scalars))
+
+
+def contiguous_strides(geometry: Geometry) -> tuple[int, int, int, int]:
+    """Strides of a contiguous (N, D, F, K*C) operand, as the kernels' results are."""
+    packed = geometry.frames * geometry.channels
+    return (geometry.degrees * geometry.focus * packed, geometry.focus * packed, packed, 1)
 
 
 def _placeholder_arguments(op: str, signature: Signature) -> list[object]:
-    n_operands = len(OPERANDS[op])
+    if len(signature.scalars) != len(LAUNCH_SCALARS[op]):
+        raise ValueError(f"{op}: a signature of {len(signature.scalars)} launch scalars, "
+                         f"expected {len(LAUNCH_SCALARS[op])} ({', '.join(LAUNCH_SCALARS[op])})")
     operands = [_Operand(signature.dtype, aligned) for aligned in signature.aligned]
     # Padded projectors and results are fresh allocations: always aligned.
     projectors = [_Operand(signature.dtype, True) for _ in range(2)]
     results = [_Operand(signature.dtype, True) for _ in RESULTS[op]]
-    scalar = WIDE_LAUNCH_SCALAR_PLACEHOLDER if signature.wide else LAUNCH_SCALAR_PLACEHOLDER
-    strides = [(scalar,) * 4] * n_operands
-    return kernel_arguments(operands, projectors, results, scalar, strides)
+    n_rows, *strides = (_PLACEHOLDER_VALUES[c] for c in signature.scalars)
+    return kernel_arguments(operands, projectors, results, n_rows,
+                            [strides[i:i + 4] for i in range(0, len(strides), 4)])
 
 
 _validation = threading.local()

@@ -29,7 +29,14 @@ from gridpair import devices, tuned
 from gridpair.devices import DeviceLimits
 from gridpair.geometry import Geometry, Tile, next_power_of_two, slot_cover
 from gridpair.kernels import OPERANDS, RESULTS
-from gridpair.probe import Compiled, Signature, compile_candidate, signature_of
+from gridpair.probe import (
+    Compiled,
+    Signature,
+    compile_candidate,
+    contiguous_strides,
+    scalar_class,
+    signature_of,
+)
 from pytest_coldcompile.protocol import LaunchEvent
 
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -60,15 +67,16 @@ WORKERS_ENV = "GRIDPAIR_VALIDATION_WORKERS"
 """Candidates compiled at once (the caller's thread included); 1 is the plain serial search."""
 
 # The ops whose keys are validated ahead once one of them is decided, and where each takes the
-# (grad_out, left, right) operands' alignment from: the backward's grad_out and second-order
-# tangents are fresh allocations (aligned); left and right are the forward's operands.
+# (grad_out, left, right) operands' alignment and strides from: the backward's grad_out and
+# second-order tangents are fresh allocations; left and right are the forward's operands.
 _SIBLINGS = ("fwd", "bwd", "bwd2")
 _COMMON_OPERANDS = {"fwd": (None, 0, 1), "bwd": (0, 1, 2), "bwd2": (0, 1, 2)}
 
 
 @dataclass(frozen=True)
 class LaunchKey:
-    """Everything a choice depends on; pair counts and strides are deliberately absent."""
+    """Everything a choice depends on: of the pair count and strides only their classes (in
+    the signature), never their values."""
 
     op: str
     device: str
@@ -391,13 +399,20 @@ class LaunchSelector:
                n_frames: int) -> Tile | None:
         """The admitted tile for this launch, or None: compute with the reference composition.
 
-        Reads only dtypes, static shapes, device and alignment, so it runs the same on real,
-        fake and functional tensors, before any kernel call is traced.
+        Reads only dtypes, static shapes, device, alignment and the classes of the row count and
+        strides, so it runs the same on real, fake and functional tensors, before any kernel
+        call is traced.
         """
+        return self.choose_keyed(op, operands, projectors, n_frames)[1]
+
+    def choose_keyed(self, op: str, operands: Sequence[Tensor], projectors: Sequence[Tensor],
+                     n_frames: int) -> tuple[LaunchKey | None, Tile | None]:
+        """``choose``, with the key it decided (None where there is nothing to validate): all
+        that specializes the admitted tile's kernel, for a launch to find it by."""
         start = time.perf_counter()
         limits = devices.limits_for(operands[0].device)
         if limits is None:
-            return None
+            return None, None
         key = self.key(op, operands, projectors, n_frames, limits)
         decision = self._decisions.get(key)
         if decision is not None:
@@ -409,13 +424,13 @@ class LaunchSelector:
                     self._emit_cached(decision, start)
                 else:
                     decision = self._decide(key, limits, False, start)
-        return decision.admitted.tile if decision.admitted is not None else None
+        return key, (decision.admitted.tile if decision.admitted is not None else None)
 
     def key(self, op: str, operands: Sequence[Tensor], projectors: Sequence[Tensor],
             n_frames: int, limits: DeviceLimits) -> LaunchKey:
-        return LaunchKey(op, limits.identity, limits.shared,
-                         Geometry.of(operands[0], projectors[0], n_frames),
-                         signature_of(operands))
+        geometry = Geometry.of(operands[0], projectors[0], n_frames)
+        return LaunchKey(op, limits.identity, limits.shared, geometry,
+                         signature_of(operands, geometry))
 
     def decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool = False,
                siblings: bool = True) -> Decision:
@@ -446,15 +461,21 @@ class LaunchSelector:
 
     def siblings(self, key: LaunchKey) -> list[LaunchKey]:
         """The keys of the other orders of the same launch: same device, limit, geometry,
-        dtype and width; (grad_out, left, right) aligned as in ``key``, the rest aligned."""
-        common = [True, True, True]
+        dtype, width and row count; (grad_out, left, right) aligned and strided as in ``key``,
+        the rest fresh contiguous allocations."""
+        signature = key.signature
+        fresh = (True, tuple(scalar_class(s) for s in contiguous_strides(key.geometry)))
+        common = [fresh, fresh, fresh]
         for position, index in enumerate(_COMMON_OPERANDS.get(key.op, ())):
-            if index is not None and index < len(key.signature.aligned):
-                common[position] = key.signature.aligned[index]
-        aligned = {"fwd": tuple(common[1:]), "bwd": tuple(common),
-                   "bwd2": (*common, True, True)}
+            if index is not None and index < len(signature.aligned):
+                common[position] = (signature.aligned[index],
+                                    signature.scalars[1 + 4 * index:5 + 4 * index])
+        operands = {"fwd": common[1:], "bwd": common, "bwd2": [*common, fresh, fresh]}
         return [LaunchKey(op, key.device, key.limit, key.geometry,
-                          Signature(key.signature.dtype, aligned[op], key.signature.wide))
+                          Signature(signature.dtype, tuple(a for a, _ in operands[op]),
+                                    signature.wide,
+                                    (signature.scalars[0],
+                                     *(c for _, classes in operands[op] for c in classes))))
                 for op in _SIBLINGS if op != key.op and key.op in _SIBLINGS]
 
     def candidates(self, key: LaunchKey, device_name: str) -> list[Tile]:

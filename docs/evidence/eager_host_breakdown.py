@@ -5,10 +5,11 @@
 1. The step side by side: grid_pair's eager path, the same step with a stand-in op that has
    grid_pair's autograd chain (fwd -> bwd -> bwd) but launches nothing (the floor: the step's own
    casts, sums and autograd), and the reference. Wall (do_bench median), host (issuing 50 steps),
-   graph (CUDA graph replay).
-2. One eager launch's parts in microseconds (perf_counter over many calls, GPU not awaited):
-   the selector's cached choice, the launch with and without Triton's JIT binder, the bare
-   compiled-kernel call, an allocation.
+   graph (CUDA graph replay). "JIT launches": the eager path with every launch through
+   Triton's JIT, as before the resolved-kernel launch.
+2. One eager launch's parts in microseconds at 2 nodes (perf_counter over many calls, GPU not
+   awaited): the selector's cached choice, the launch with and without Triton's JIT binder, the
+   bare compiled-kernel call, the launch's preparation.
 """
 
 import argparse
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_gridpair import SHAPES, autocast, inputs, make_pass, replayed_ms  # noqa: E402
 
 import gridpair  # noqa: E402
-from gridpair import eager, launch  # noqa: E402
+from gridpair import eager, launch, probe  # noqa: E402
 from gridpair.geometry import Geometry, kernel_arguments, kernel_constexprs  # noqa: E402
 from gridpair.kernels import KERNELS  # noqa: E402
 from gridpair.selector import active_selector  # noqa: E402
@@ -73,12 +74,12 @@ def host_ms(run, steps: int = 50) -> float:
     return issued / steps * 1e3
 
 
-def per_call_us(fn, calls: int = 2000) -> float:
+def per_call_us(fn, calls: int = 300) -> float:
     for _ in range(50):
         fn()
     torch.cuda.synchronize()
     best = float("inf")
-    for _ in range(3):
+    for _ in range(5):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
@@ -92,9 +93,17 @@ def steps(args) -> None:
 
     data = inputs(args.shape, 300, "cuda")
     frames = SHAPES[args.shape][1]
-    impls = [("grid_pair eager", gridpair.grid_pair), ("stand-in (no kernels)", stand_in),
+    impls = [("grid_pair eager", gridpair.grid_pair),
+             ("grid_pair eager, JIT launches", gridpair.grid_pair),
+             ("stand-in (no kernels)", stand_in),
              ("reference eager", gridpair.reference_grid_pair)]
+    resolved = launch._launch_resolved
+
+    def through_jit(kernel, memo, grid, args, constexprs, tile):
+        kernel[grid](*args, **constexprs, num_warps=tile.num_warps, num_stages=tile.num_stages)
+
     for label, fn in impls:
+        launch._launch_resolved = through_jit if "JIT" in label else resolved
         step = make_pass("force", fn, frames)
 
         def run(step=step):
@@ -111,23 +120,33 @@ def steps(args) -> None:
 
 
 def parts(args) -> None:
-    data = inputs(args.shape, 300, "cuda")
+    """Host microseconds of each part at 2 nodes (the GPU's work is negligible, so the queue
+    never fills and the figures are the host's)."""
+    data = inputs(args.shape, 2, "cuda")
     frames = SHAPES[args.shape][1]
     left, right, to_grid, from_grid = data[:4]
     dtype = torch.bfloat16 if args.dtype == "bf16-amp" else torch.float32
     left, right, to_grid, from_grid = (t.to(dtype) for t in (left, right, to_grid, from_grid))
     selector = active_selector()
     operands = (left, right)
-    tile = selector.choose("fwd", operands, (to_grid, from_grid), frames)
+    projectors = (to_grid, from_grid)
+    key, tile = selector.choose_keyed("fwd", operands, projectors, frames)
     print(f"fwd tile {tile}", flush=True)
     results = {}
-    results["selector.choose (cached)"] = per_call_us(
-        lambda: selector.choose("fwd", operands, (to_grid, from_grid), frames))
-    results["launch(direct=True)"] = per_call_us(
+    results["selector.choose_keyed (cached)"] = per_call_us(
+        lambda: selector.choose_keyed("fwd", operands, projectors, frames))
+    results["  probe.signature_of"] = per_call_us(
+        lambda: probe.signature_of(operands, key.geometry))
+    results["launch, resolved kernel (key)"] = per_call_us(
+        lambda: launch.launch("fwd", operands, to_grid, from_grid, frames, tile, direct=True,
+                              key=key))
+    results["launch, through the JIT (no key)"] = per_call_us(
         lambda: launch.launch("fwd", operands, to_grid, from_grid, frames, tile, direct=True))
     results["eager._compute(fwd)"] = per_call_us(
         lambda: eager._compute("fwd", operands, to_grid, from_grid, frames, selector))
-    geometry = Geometry.of(left, to_grid, frames)
+    results["grid_pair forward, no grad"] = per_call_us(
+        lambda: gridpair.grid_pair(left, right, to_grid, from_grid, frames))
+    geometry = key.geometry
     out = torch.empty_like(left)
     n_rows = left.shape[0] * geometry.focus * geometry.channels
     padded = (launch.padded_projector(to_grid), launch.padded_projector(from_grid))
@@ -139,36 +158,21 @@ def parts(args) -> None:
     compiled = kernel[grid](*arguments, **constexprs, **options)
     results["JITFunction[grid](...)"] = per_call_us(
         lambda: kernel[grid](*arguments, **constexprs, **options))
-    try:
-        from triton import knobs
-        from triton.runtime import driver
-
-        device = driver.active.get_current_device()
-        values = [*arguments, *constexprs.values()]
-
-        def bare():
-            stream = driver.active.get_current_stream(device)
-            compiled.run(grid[0], 1, 1, stream, compiled.function, compiled.packed_metadata,
-                         None, knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook,
-                         *values)
-
-        kernel[grid](*arguments, **constexprs, **options)
-        expected = out.clone()
-        out.zero_()
-        bare()
-        torch.cuda.synchronize()
-        print(f"bare launch equals the JIT's: {torch.equal(out, expected)}", flush=True)
-        results["CompiledKernel.run (bare)"] = per_call_us(bare)
-        results["  of which get_current_stream"] = per_call_us(
-            lambda: driver.active.get_current_stream(device))
-    except Exception as error:  # evidence: say what failed, go on
-        print(f"bare launch failed: {type(error).__name__}: {error}", flush=True)
+    values = list(constexprs.values())
+    results["CompiledKernel[grid](...)"] = per_call_us(
+        lambda: compiled[(grid[0], 1, 1)](*arguments, *values))
+    results["kernel_arguments"] = per_call_us(
+        lambda: kernel_arguments(operands, padded, (out,), n_rows,
+                                 [x.stride() for x in operands]))
+    results["kernel_constexprs"] = per_call_us(
+        lambda: kernel_constexprs(geometry, tile, dtype, False))
+    results["padded_projector x2"] = per_call_us(
+        lambda: (launch.padded_projector(to_grid), launch.padded_projector(from_grid)))
     results["torch.empty_like"] = per_call_us(lambda: torch.empty_like(left))
-    results["eager.autocast_inputs"] = per_call_us(
-        lambda: eager.autocast_inputs(data[:4]))
-    results["probe.signature_of"] = per_call_us(
-        lambda: __import__("gridpair.probe").probe.signature_of(operands))
+    results["eager.autocast_inputs"] = per_call_us(lambda: eager.autocast_inputs(data[:4]))
     results["Geometry.of"] = per_call_us(lambda: Geometry.of(left, to_grid, frames))
+    results["nothing_traces"] = per_call_us(
+        lambda: launch.nothing_traces((left, right, to_grid, from_grid)))
     for name, value in results.items():
         print(f"part {name:34s} {value:8.1f} us", flush=True)
 

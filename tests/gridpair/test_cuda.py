@@ -206,6 +206,44 @@ def test_the_eager_path_runs_the_validated_kernels_and_agrees_with_the_ops(trito
         assert difference <= bound * through[name].double().norm(), name
 
 
+def test_a_repeated_eager_launch_reuses_the_kernel_the_jit_found(monkeypatch):
+    """The eager path's first launch of a key goes through Triton's JIT; a repeat launches the
+    very kernel object in the JIT's cache without calling the JIT, and computes bitwise what a
+    JIT launch computes (same binary, same inputs). Another key goes through the JIT again."""
+    from gridpair import launch as launching
+    from gridpair.kernels import KERNELS
+
+    kernel = KERNELS["fwd"]
+    runs = []
+    jit_run = type(kernel).run
+
+    def counted_run(self, *args, **kwargs):
+        runs.append(self.__name__)
+        return jit_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(kernel), "run", counted_run)
+    monkeypatch.setattr(launching, "_RESOLVED", {})
+    selector = LaunchSelector()
+    ops = draw(300, 49, 2, 3, 96, 584, seed=4, device="cuda").to(torch.bfloat16)
+    projectors = (ops.to_grid, ops.from_grid)
+    shifted = torch.empty(ops.left.numel() + 1, dtype=ops.left.dtype, device="cuda")[1:]
+    shifted = shifted.view(ops.left.shape).copy_(ops.left)  # 2 bytes into its storage
+    for operands in ([ops.left, ops.right], [shifted, ops.right]):  # aligned, then not
+        key, tile = selector.choose_keyed("fwd", operands, projectors, 3)
+        before = len(runs)
+        first = launching.launch("fwd", operands, *projectors, 3, tile, direct=True, key=key)
+        again = launching.launch("fwd", operands, *projectors, 3, tile, direct=True, key=key)
+        assert len(runs) == before + 1, runs
+        through_jit = launching.launch("fwd", operands, *projectors, 3, tile, direct=True)
+        assert len(runs) == before + 2, runs
+        torch.cuda.synchronize()
+        assert torch.equal(again[0], through_jit[0]) and torch.equal(first[0], through_jit[0])
+        (resolved,) = [v for k, v in launching._RESOLVED.items() if k[0] == key]
+        cached = kernel.device_caches[torch.cuda.current_device()][0].values()
+        assert any(entry is resolved for entry in cached)
+    assert len(launching._RESOLVED) == 2
+
+
 CAP = 101376  # a 99 KiB device's per-block shared memory
 
 
@@ -225,8 +263,8 @@ def _loads_on_the_device(operands, projectors, tile):
 
     limits = dataclasses.replace(devices.limits_for(operands[0].device), shared=2**31)
     geometry = Geometry.of(operands[0], projectors[0], 3)
-    return probe.compile_on_device("bwd2", geometry, tile, probe.signature_of(operands),
-                                   limits)
+    return probe.compile_on_device("bwd2", geometry, tile,
+                                   probe.signature_of(operands, geometry), limits)
 
 
 @pytest.mark.cold_compile  # the cap lives and dies with the child
@@ -281,6 +319,53 @@ def test_compiled_force_step_runs_validated_kernels(triton_compiles):
     # The cap was binding: some candidate was refused, and fused launches were admitted.
     assert any(e.outcome == "out_of_resources" for e in events if e.kind == "probe"), events
     assert {e.op for e in events if e.kind == "admit"} >= {"fwd", "bwd2"}, events
+
+
+@pytest.mark.cold_compile  # a process that compiled nothing: every compile shows
+def test_inductor_compiles_the_specialization_that_was_validated(monkeypatch, triton_compiles):
+    """Inductor compiles a user kernel with its own specialization of the integer arguments
+    (a value 1 as a constant, divisibility by 16), whatever the JIT would do. Every
+    specialization of our kernels that the compiled force step compiles (row count, strides,
+    pointers, constants, warps, stages) is one that selection compiled and validated."""
+    import threading
+
+    from gridpair import probe
+
+    validating = threading.local()
+    validate = probe.compile_on_device
+
+    def compile_on_device(*args, **kwargs):
+        validating.active = True
+        try:
+            return validate(*args, **kwargs)
+        finally:
+            validating.active = False
+
+    monkeypatch.setattr(probe, "compile_on_device", compile_on_device)
+    seen = {"validation": set(), "other": []}
+
+    def listener(*, src, metadata, metadata_group, times, cache_hit):
+        triton_compiles(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
+                        cache_hit=cache_hit)
+        if not metadata["name"].startswith("_grid_pair"):
+            return
+        specialization = (
+            metadata["name"], metadata["num_warps"], metadata["num_stages"],
+            tuple(sorted(src.signature.items())),
+            tuple(sorted((path, repr(value)) for path, value in src.constants.items())),
+            tuple(sorted((path, repr(attrs)) for path, attrs in src.attrs.items() if attrs)))
+        if getattr(validating, "active", False):
+            seen["validation"].add(specialization)
+        else:
+            seen["other"].append((specialization, cache_hit))
+
+    monkeypatch.setattr(knobs.compilation, "listener", listener)
+    _compiled_force_step(triton_compiles)
+    assert seen["validation"]
+    assert seen["other"], "the compiled step compiled none of our kernels"
+    for specialization, _ in seen["other"]:
+        assert specialization in seen["validation"], specialization
+    print("compiled by Inductor:", [(s[0], hit) for s, hit in seen["other"]])
 
 
 def _compiled_force_step(triton_compiles):
@@ -382,7 +467,11 @@ def test_a_profile_compile_is_the_specialization_the_jit_launches(aligned):
 
     major, minor = torch.cuda.get_device_capability()
     geometry, tile = Geometry(49, 2, 3, 96, 584), Tile(32, 32, 2, 4)
-    signature = Signature(torch.bfloat16, (aligned, True, True), False)
+    # Every class of launch scalar: the row count a multiple of 16, grad_out's strides those
+    # of a contiguous operand (its channel stride 1), left's odd, right's 64-bit.
+    scalars = ("i32:16", "i32:16", "i32:16", "i32:16", "1", "i32", "i32", "i32", "i32",
+               "i64:16", "i64", "i32:16", "1")
+    signature = Signature(torch.bfloat16, (aligned, True, True), False, scalars)
     launched = KERNELS["bwd"].warmup(
         *_placeholder_arguments("bwd", signature), grid=(1,),
         **kernel_constexprs(geometry, tile, torch.bfloat16, False),

@@ -14,12 +14,12 @@ from triton.runtime.errors import OutOfResources
 
 from gridpair import devices
 from gridpair.geometry import Geometry, Tile
-from gridpair.probe import Signature, _ast_source, _rejecting_past, compile_candidate
+from gridpair.probe import _ast_source, _rejecting_past, compile_candidate, contiguous_signature
 
 # 16 slots, two focus, one frame of 16 channels, a 32-point grid: compiles in a fraction of a
 # second, and its 2-stage 32x32 forward tile needs more shared memory than its 1-stage 16x16.
 GEOMETRY = Geometry(16, 2, 1, 16, 32)
-SIGNATURE = Signature(torch.bfloat16, (True, True), False)
+SIGNATURE = contiguous_signature("fwd", GEOMETRY, torch.bfloat16, 8)
 LARGE, SMALL = Tile(32, 32, 2, 4), Tile(16, 16, 1, 4)
 
 

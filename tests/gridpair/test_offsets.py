@@ -5,6 +5,7 @@ themselves run in interpreted/ (test_the_64_bit_offset_path_computes_the_same_fu
 import pytest
 import torch
 
+from gridpair.geometry import Geometry
 from gridpair.probe import needs_wide_offsets, signature_of
 
 INT32_MAX = 2**31 - 1
@@ -15,6 +16,12 @@ def degree_major(nodes, base_nodes=None):
     """(N, D, F, K*C) view of (D, base_nodes, F, K*C) meta storage: stride_d = base_nodes*F*KC."""
     base = torch.empty(D, base_nodes or nodes, F, KC, device="meta", dtype=torch.bfloat16)
     return base.transpose(0, 1)[:nodes]
+
+
+def geometry_of(x):
+    """One frame, the packed axis all channels: the launch scalars need nothing more."""
+    _, degrees, focus, packed = x.shape
+    return Geometry(degrees, focus, 1, packed, 16)
 
 
 def largest_offset(x):
@@ -28,7 +35,7 @@ def test_degree_major_views_widen_where_their_reach_passes_2_31(nodes, wide):
     assert max(x.stride()) < INT32_MAX  # no single stride says so
     assert (largest_offset(x) > INT32_MAX) == wide
     assert needs_wide_offsets(x) == wide
-    assert signature_of([x, x]).wide == wide
+    assert signature_of([x, x], geometry_of(x)).wide == wide
 
 
 def test_a_few_nodes_of_a_huge_degree_major_storage_need_64_bits():
@@ -36,7 +43,8 @@ def test_a_few_nodes_of_a_huge_degree_major_storage_need_64_bits():
     x = degree_major(10, base_nodes=100_000)
     assert x.numel() < INT32_MAX and max(x.stride()) < INT32_MAX
     assert largest_offset(x) > INT32_MAX
-    assert signature_of([x, torch.empty(x.shape, device="meta", dtype=x.dtype)]).wide
+    assert signature_of([x, torch.empty(x.shape, device="meta", dtype=x.dtype)],
+                        geometry_of(x)).wide
 
 
 def test_contiguous_operands_widen_where_the_results_extent_passes_2_31():
@@ -54,4 +62,5 @@ def test_a_large_stride_on_a_unit_axis_is_still_a_64_bit_launch_scalar():
 
 def test_small_operands_stay_32_bit():
     x = torch.randn(3, 9, 2, 15)
-    assert not signature_of([x, x.transpose(0, 1).contiguous().transpose(0, 1)]).wide
+    assert not signature_of([x, x.transpose(0, 1).contiguous().transpose(0, 1)],
+                            geometry_of(x)).wide

@@ -22,6 +22,7 @@ from gridpair.kernels import KERNELS
 from gridpair.probe import (
     Signature,
     _ast_source,
+    contiguous_signature,
     cubin_registers,
     max_threads,
 )
@@ -307,7 +308,8 @@ def test_the_tuned_file_rules_are_the_compilers(profile):
     from gridpair.probe import compile_candidate
 
     profile("h100")
-    geometry, signature = Geometry(4, 1, 1, 16, 16), Signature(torch.bfloat16, (True, True), False)
+    geometry = Geometry(4, 1, 1, 16, 16)
+    signature = contiguous_signature("fwd", geometry, torch.bfloat16, 2)
     limits = devices.limits_for(torch.device("cpu"))
     compile_candidate("fwd", geometry, Tile(16, 16, 1, 4), signature, limits)
     for tile in BROKEN_TILES:
@@ -411,37 +413,138 @@ def test_profiles():
                        target=GPUTarget("cuda", 999, 32))
 
 
-@pytest.mark.parametrize("wide", [False, True])
+# A class of every kind for each operand's four strides, rotated per operand.
+STRIDE_CLASSES = [("i32:16", "i32:16", "i32", "1"), ("i64:16", "i32", "i64", "1"),
+                  ("i32", "i32:16", "i32:16", "i32")]
+
+
+@pytest.mark.parametrize("rows", ["i32:16", "i32", "i64:16"])
 @pytest.mark.parametrize("aligned", [True, False])
 @pytest.mark.parametrize("op", ["fwd", "bwd2"])
-def test_the_profile_source_specializes_what_a_launch_does(op, aligned, wide):
+def test_the_profile_source_specializes_what_a_launch_does(op, aligned, rows):
     """What a profile compile specializes, stated here: the first operand's 16-byte alignment
     only where it is aligned, every other pointer aligned (padded projectors and fresh results),
-    scalars 32-bit or 64-bit with the width, the tile and geometry as constants, and no
-    specialization on the value of a scalar (neither 1 nor a multiple of 16)."""
+    the tile and geometry as constants, and each launch scalar by its class: 1 a constant,
+    32 or 64 bits, a multiple of 16 or not."""
     kernel = KERNELS[op]
     geometry, tile = Geometry(**P147), Tile(32, 32, 2, 4)
     n_operands = OPERAND_COUNT[op]
-    signature = Signature(torch.bfloat16, (aligned,) + (True,) * (n_operands - 1), wide)
+    strides = [STRIDE_CLASSES[i % 3] for i in range(n_operands)]
+    classes = (rows, *(c for four in strides for c in four))
+    signature = Signature(torch.bfloat16, (aligned,) + (True,) * (n_operands - 1), False,
+                          classes)
     source = _ast_source(op, geometry, tile, signature)
-    constants = kernel_constexprs(geometry, tile, torch.bfloat16, wide)
+    constants = kernel_constexprs(geometry, tile, torch.bfloat16, False)
     pointers = n_operands + 2 + {"fwd": 1, "bwd2": 3}[op]
     runtime = [name for name in kernel.arg_names if name not in constants]
-    assert len(runtime) == pointers + 1 + 4 * n_operands  # + row count and four strides each
+    scalars = runtime[pointers:]
+    assert len(scalars) == 1 + 4 * n_operands  # the row count and four strides each
     assert {name: source.signature[name] for name in runtime[:pointers]} == {
         name: "*bf16" for name in runtime[:pointers]}
-    scalar = "i64" if wide else "i32"
-    assert {source.signature[name] for name in runtime[pointers:]} == {scalar}
+    ones = {name for name, c in zip(scalars, classes, strict=True) if c == "1"}
+    assert ones == {kernel.arg_names[i].replace("_ptr", "_stride_c") for i in range(n_operands)
+                    if i % 3 != 2}
     assert {kernel.arg_names[path[0]]: value for path, value in source.constants.items()} == (
-        constants)
+        constants | dict.fromkeys(ones, 1))
+    assert {name: source.signature[name] for name in scalars if name not in ones} == {
+        name: c.split(":")[0] for name, c in zip(scalars, classes) if c != "1"}
     divisible = {kernel.arg_names[path[0]] for path, entries in source.attrs.items()
                  if ["tt.divisibility", 16] in entries}
-    assert divisible == set(runtime[int(not aligned):pointers])
+    assert divisible == set(runtime[int(not aligned):pointers]) | {
+        name for name, c in zip(scalars, classes) if c.endswith(":16")}
+
+
+LAYOUTS = ["contiguous", "degree_major", "channel_strided", "offset", "one_node", "odd_nodes"]
+
+
+def _operands(layout, op):
+    """Real CPU operands of ``op`` for a small geometry (D=4, F=2, K=1, C=24) in ``layout``."""
+    nodes = {"one_node": 1, "odd_nodes": 3}.get(layout, 8)
+    shape = (nodes, 4, 2, 24)
+
+    def one(seed):
+        if layout == "degree_major":
+            return torch.zeros(4, nodes, 2, 24).transpose(0, 1)
+        if layout == "channel_strided":
+            return torch.zeros(*shape[:3], 48)[..., ::2]
+        if layout == "offset":  # seed elements in: 16-byte aligned for seeds 0 and 4
+            return torch.zeros(seed + torch.Size(shape).numel())[seed:].view(shape)
+        return torch.zeros(shape)
+
+    return [one(seed) for seed in range(OPERAND_COUNT[op])], Geometry(4, 2, 1, 24, 16)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", ["fwd", "bwd2"])
+def test_the_signature_is_the_specialization_of_tritons_own_binder(op, layout):
+    """A launch's Signature against Triton's JIT binder on the launch's real arguments: the
+    validation compile's placeholders specialize every argument as the real launch does."""
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    from gridpair.geometry import kernel_arguments
+    from gridpair.launch import pad_projector
+    from gridpair.probe import _placeholder_arguments, signature_of
+
+    operands, geometry = _operands(layout, op)
+    projectors = [pad_projector(torch.zeros(16, geometry.slots)) for _ in range(2)]
+    results = [torch.empty(operands[0].shape) for _ in range({"fwd": 1, "bwd2": 3}[op])]
+    n_rows = operands[0].shape[0] * geometry.focus * geometry.channels
+    real = kernel_arguments(operands, projectors, results, n_rows,
+                            [x.stride() for x in operands])
+    kernel = KERNELS[op]
+    binder = create_function_from_signature(kernel.signature, kernel.params,
+                                            make_backend(GPUTarget("cuda", 90, 32)))
+    constants = kernel_constexprs(geometry, Tile(16, 16, 1, 4), torch.float32, False)
+    signature = signature_of(operands, geometry)
+    _, launched, _ = binder(*real, **constants)
+    _, validated, _ = binder(*_placeholder_arguments(op, signature), **constants)
+    assert validated == launched
+    if layout == "offset":  # the operands' alignment is in it too
+        assert signature.aligned == tuple(seed % 4 == 0 for seed in range(len(operands)))
+
+
+def _symbolic(shape, dynamic=0):
+    """A fake tensor whose dimension ``dynamic`` (None: none) is a symbol with hint
+    shape[dynamic], as Dynamo and make_fx trace it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    dims = [DimDynamic.DYNAMIC if d == dynamic else DimDynamic.STATIC for d in range(4)]
+    return FakeTensorMode(shape_env=ShapeEnv()).from_tensor(
+        torch.zeros(shape), symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims))
+
+
+def test_a_traced_launch_is_specialized_by_what_is_statically_known():
+    """Under tracing the row count and strides are symbols: a class is what holds for every
+    value of N (what Inductor compiles), never what the hint happens to satisfy."""
+    from gridpair.probe import signature_of
+
+    # F*C = 2*24: rows 48*N, a multiple of 16 for every N; channel stride 1, a constant.
+    x = _symbolic((8, 4, 2, 24))
+    assert signature_of([x, x], Geometry(4, 2, 1, 24, 16)).scalars == (
+        "i32:16", *("i32:16", "i32:16", "i32", "1") * 2)
+    # F*C = 1*9 with N = 16: 144 rows now, but 9*N is not a multiple of 16 for every N.
+    x = _symbolic((16, 4, 1, 9))
+    assert signature_of([x, x], Geometry(4, 1, 1, 9, 16)).scalars[0] == "i32"
+    # The same shape with N static: the value decides.
+    x = _symbolic((16, 4, 1, 9), dynamic=None)
+    assert signature_of([x, x], Geometry(4, 1, 1, 9, 16)).scalars[0] == "i32:16"
+    # Degree-major (N, D, F, KC) view of (D, N, F, KC): stride_d = 2*24*N, a multiple of 16
+    # for every N; stride_f = 24 is not one.
+    x = _symbolic((4, 8, 2, 24), dynamic=1).transpose(0, 1)
+    assert signature_of([x, x], Geometry(4, 2, 1, 24, 16)).scalars[1:5] == (
+        "i32:16", "i32:16", "i32", "1")
+    assert type(x.stride(1)) is torch.SymInt
 
 
 def test_register_count_and_thread_limit(tmp_path):
     source = _ast_source("fwd", Geometry(**P147), Tile(16, 32, 2, 4),
-                         Signature(torch.bfloat16, (True, True), False))
+                         contiguous_signature("fwd", Geometry(**P147), torch.bfloat16, 300))
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": 4, "num_stages": 2})
     cubin = tmp_path / "kernel.cubin"

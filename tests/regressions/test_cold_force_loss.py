@@ -17,9 +17,8 @@ from triton.runtime.errors import OutOfResources
 
 from gridpair import devices
 from gridpair.geometry import Geometry, Tile
-from gridpair.kernels import OPERANDS
 from gridpair.launch import pad_projector
-from gridpair.probe import Signature, compile_candidate
+from gridpair.probe import compile_candidate, contiguous_signature
 
 pytestmark = pytest.mark.cold_compile
 
@@ -33,7 +32,7 @@ def smallest_tile_shared(case: Case, example, op: str) -> int:
     dtype = torch.bfloat16 if case.precision == "bf16-amp" else torch.float32
     limits = dataclasses.replace(devices.limits_for(left.device), shared=2**31)
     geometry = Geometry.of(left, to_grid, case.shape[2])
-    signature = Signature(dtype, (True,) * len(OPERANDS[op]), False)
+    signature = contiguous_signature(op, geometry, dtype, left.shape[0])
     try:
         return compile_candidate(op, geometry, Tile(16, 16, 1, 4), signature, limits).shared
     except OutOfResources as refused:
