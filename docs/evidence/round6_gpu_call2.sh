@@ -11,10 +11,10 @@ source docs/evidence/lib.sh
 begin
 run cuda-tests 420 "${PYTEST[@]}" -n 8 tests/gridpair/test_cuda.py \
     tests/gridpair/test_early_rejection.py tests/gridpair/test_parallel_selection.py
-OLD=$(mktemp -d)
+ROOT=$(pwd) OLD=$(mktemp -d)
 cp -r . "$OLD/repo" && rm -rf "$OLD/repo/gridpair" && tar xzf _old_gridpair.tgz -C "$OLD/repo"
-(cd "$OLD/repo" && PYTHONPATH="${PYTHONPATH/$(pwd)/$OLD/repo}" \
-    run inductor-test-old-code 240 "${PYTEST[@]}" \
+(cd "$OLD/repo" && export PYTHONPATH="${PYTHONPATH/$ROOT/$OLD/repo}" \
+    && run inductor-test-old-code 240 "${PYTEST[@]}" \
     "tests/gridpair/test_cuda.py::test_inductor_compiles_the_specialization_that_was_validated")
 grep -E "^E  |AssertionError" "$OUT/inductor-test-old-code.log" | head -8 >> "$OUT/summary.txt"
 run breakdown-bf16 200 python3 docs/evidence/eager_host_breakdown.py --dtype bf16-amp
