@@ -67,7 +67,8 @@ def _load_rows(
                    + (rows % CHANNELS) * stride_c)[:, None]
     row_ok = (rows < n_rows)[:, None]
     if WIDE:
-        frame_stride = CHANNELS * stride_c.to(tl.int64)
+        # tl.cast, not .to: a unit stride arrives as the constant 1 (probe.scalar_class).
+        frame_stride = CHANNELS * tl.cast(stride_c, tl.int64)
     else:
         frame_stride = CHANNELS * stride_c
     main_offsets = _slot_offsets(slots_main, stride_d, frame_stride, FRAMES, WIDE)

@@ -454,6 +454,25 @@ def test_the_profile_source_specializes_what_a_launch_does(op, aligned, rows):
         name for name, c in zip(scalars, classes) if c.endswith(":16")}
 
 
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("op", ["fwd", "bwd", "bwd2"])
+def test_every_class_of_launch_scalar_compiles(op, wide, profile):
+    """Each kernel compiles (for a profile: no GPU needed) with launch scalars of every class,
+    a unit stride among them, in 32- and 64-bit offsets: a class the launch can meet must not
+    be a compile error first seen on a GPU."""
+    from gridpair.probe import compile_candidate
+
+    profile("h200")
+    n_operands = OPERAND_COUNT[op]
+    strides = [STRIDE_CLASSES[i % 3] for i in range(n_operands)]
+    signature = Signature(torch.bfloat16, (True,) * n_operands, wide,
+                          ("i64:16" if wide else "1", *(c for four in strides for c in four)))
+    limits = devices.limits_for(torch.device("cpu"))
+    compiled = compile_candidate(op, Geometry(4, 2, 3, 16, 32), Tile(16, 16, 1, 4), signature,
+                                 limits)
+    assert compiled.shared > 0
+
+
 LAYOUTS = ["contiguous", "degree_major", "channel_strided", "offset", "one_node", "odd_nodes"]
 
 
