@@ -160,10 +160,35 @@ def launch_scalars(operands: Sequence[Tensor], geometry: Geometry) -> list[objec
 
 def signature_of(operands: Sequence[Tensor], geometry: Geometry) -> Signature:
     """The Signature of a launch on these operands (real, fake or functional)."""
+    if all(type(x) in _PLAIN for x in operands) and not operands[0].is_meta:
+        return _plain_signature(operands, geometry)
     layouts = [_layout(x) for x in operands]
     return Signature(operands[0].dtype, tuple(aligned for aligned, _ in layouts),
                      any(wide for _, wide in layouts),
                      tuple(scalar_class(v) for v in launch_scalars(operands, geometry)))
+
+
+# (shape, strides) of a real operand -> (needs wide offsets, its strides' classes): the same
+# few layouts come back on every eager launch, and this is asked before each.
+_LAYOUT_CLASSES: dict[tuple, tuple[bool, tuple[str, ...]]] = {}
+
+
+def _plain_signature(operands: Sequence[Tensor], geometry: Geometry) -> Signature:
+    """``signature_of`` for tensors with real storage, each layout's part looked up once."""
+    aligned, wide, classes = [], False, [
+        scalar_class(operands[0].shape[0] * geometry.focus * geometry.channels)]
+    for x in operands:
+        layout = (x.shape, x.stride())
+        known = _LAYOUT_CLASSES.get(layout)
+        if known is None:
+            if len(_LAYOUT_CLASSES) >= 4096:
+                _LAYOUT_CLASSES.clear()
+            known = (needs_wide_offsets(x), tuple(scalar_class(v) for v in layout[1]))
+            _LAYOUT_CLASSES[layout] = known
+        aligned.append(x.data_ptr() % 16 == 0)
+        wide = wide or known[0]
+        classes.extend(known[1])
+    return Signature(operands[0].dtype, tuple(aligned), wide, tuple(classes))
 
 
 def contiguous_signature(op: str, geometry: Geometry, dtype: torch.dtype,

@@ -171,21 +171,56 @@ def parts(args) -> None:
     results["torch.empty_like"] = per_call_us(lambda: torch.empty_like(left))
     results["eager.autocast_inputs"] = per_call_us(lambda: eager.autocast_inputs(data[:4]))
     results["Geometry.of"] = per_call_us(lambda: Geometry.of(left, to_grid, frames))
+    from gridpair import devices
+
+    results["devices.limits_for"] = per_call_us(lambda: devices.limits_for(left.device))
+    results["hash(LaunchKey)"] = per_call_us(lambda: hash(key))
     results["nothing_traces"] = per_call_us(
         lambda: launch.nothing_traces((left, right, to_grid, from_grid)))
     for name, value in results.items():
         print(f"part {name:34s} {value:8.1f} us", flush=True)
 
 
+def profiled(args) -> None:
+    """cProfile of 30 eager steps: the top functions by own time and by cumulative time."""
+    import cProfile
+    import io
+    import pstats
+
+    data = inputs(args.shape, 300, "cuda")
+    step = make_pass("force", gridpair.grid_pair, SHAPES[args.shape][1])
+
+    def run():
+        with autocast(args.dtype, "cuda"):
+            return step(*data)
+
+    for _ in range(5):
+        run()
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(30):
+        run()
+    torch.cuda.synchronize()
+    profiler.disable()
+    for order in ("tottime", "cumtime"):
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(40)
+        print(f"== cProfile of 30 steps by {order}\n{text.getvalue()}", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", default="P147")
     parser.add_argument("--dtype", default="bf16-amp")
+    parser.add_argument("--cprofile", action="store_true", help="and a cProfile of 30 steps")
     args = parser.parse_args(argv)
     print(f"torch {torch.__version__}, triton {__import__('triton').__version__}, "
           f"{torch.cuda.get_device_name()}", flush=True)
     steps(args)
     parts(args)
+    if args.cprofile:
+        profiled(args)
     return 0
 
 

@@ -350,7 +350,7 @@ def test_inductor_compiles_the_specialization_that_was_validated(monkeypatch, tr
         if not metadata["name"].startswith("_grid_pair"):
             return
         specialization = (
-            metadata["name"], metadata["num_warps"], metadata["num_stages"],
+            metadata["name"], metadata["num_warps"], metadata["num_stages"], metadata["shared"],
             tuple(sorted(src.signature.items())),
             tuple(sorted((path, repr(value)) for path, value in src.constants.items())),
             tuple(sorted((path, repr(attrs)) for path, attrs in src.attrs.items() if attrs)))
