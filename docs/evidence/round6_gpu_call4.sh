@@ -12,8 +12,8 @@ run sweep 330 python3 benchmarks/sweep_tiles.py --out "$OUT/sweep.json" --plan "
     --tuned-out "$OUT/tuned-tiles.json"
 run bench-builtin 100 python3 benchmarks/bench_gridpair.py --shapes P147 --passes force \
     --impls fused,fused-compiled --out "$OUT/bench-builtin.json"
-[ -s "$OUT/tuned-tiles.json" ] && GRIDPAIR_TUNED_TILES="$OUT/tuned-tiles.json" \
-    run bench-swept 100 python3 benchmarks/bench_gridpair.py --shapes P147 --passes force \
-    --impls fused,fused-compiled --out "$OUT/bench-swept.json"
+[ -s "$OUT/tuned-tiles.json" ] && (export GRIDPAIR_TUNED_TILES="$OUT/tuned-tiles.json" \
+    && run bench-swept 100 python3 benchmarks/bench_gridpair.py --shapes P147 --passes force \
+    --impls fused,fused-compiled --out "$OUT/bench-swept.json")
 grep -hE "^P147 " "$OUT/sweep.log" >> "$OUT/summary.txt"
 cd "$OUT" && tar czf logs.tgz *.log && rm -f *.log && cat summary.txt
