@@ -26,17 +26,20 @@ _P49 = (49, 1, 1, 256, 584)  # lmax 6, F=1, K=1, C=256, G=584
 TunedKey = tuple[str, str, torch.dtype, tuple[int, int, int, int, int]]
 
 # (device name as torch reports it, op, dtype, (D, F, K, C, G)) -> tiles, best first.
-# Fastest validated tiles of the H200 sweeps, 300 nodes, torch 2.11 / triton 3.6: bf16 from the
-# sweeps that time kernels in CUDA graphs (docs/evidence/h200/sweep-p147-graph-timed.jsonl,
-# sweep-p49-bf16-graph-timed.jsonl), fp32 from the earlier sweep timed through the launcher
-# (docs/evidence/h200/tile-sweep.jsonl).
+# Fastest validated tiles of the H200 sweeps, 300 nodes, torch 2.11 / triton 3.6, kernels timed
+# in CUDA graphs: P147 from the sweep of the launches specialized by scalar class
+# (docs/evidence/h200/round6/call4/sweep.jsonl), P49 from the earlier one
+# (docs/evidence/h200/sweep-p49-bf16-graph-timed.jsonl).
 TUNED: dict[TunedKey, tuple[Tile, ...]] = {
     (_H200, "fwd", torch.bfloat16, _P147): (Tile(128, 64, 3, 8), Tile(64, 32, 3, 4)),
-    (_H200, "bwd", torch.bfloat16, _P147): (Tile(64, 32, 2, 4), Tile(128, 32, 3, 8)),
-    (_H200, "bwd2", torch.bfloat16, _P147): (Tile(64, 64, 2, 8), Tile(16, 64, 3, 4)),
-    (_H200, "fwd", torch.float32, _P147): (Tile(16, 32, 2, 4, "tf32x3"),),
-    (_H200, "bwd", torch.float32, _P147): (Tile(16, 32, 2, 4, "tf32x3"),),
-    (_H200, "bwd2", torch.float32, _P147): (Tile(16, 64, 2, 8, "tf32x3"),),
+    (_H200, "bwd", torch.bfloat16, _P147): (Tile(128, 32, 3, 8), Tile(128, 32, 4, 8)),
+    (_H200, "bwd2", torch.bfloat16, _P147): (Tile(16, 64, 3, 4), Tile(16, 64, 2, 4)),
+    (_H200, "fwd", torch.float32, _P147): (Tile(16, 32, 2, 4, "tf32x3"),
+                                            Tile(16, 64, 2, 4, "tf32x3")),
+    (_H200, "bwd", torch.float32, _P147): (Tile(16, 32, 2, 4, "tf32x3"),
+                                            Tile(16, 16, 2, 4, "tf32x3")),
+    (_H200, "bwd2", torch.float32, _P147): (Tile(16, 64, 2, 8, "tf32x3"),
+                                             Tile(16, 32, 3, 4, "tf32x3")),
     (_H200, "fwd", torch.bfloat16, _P49): (Tile(64, 64, 3, 4), Tile(64, 32, 4, 4)),
     (_H200, "bwd", torch.bfloat16, _P49): (Tile(64, 64, 3, 4), Tile(64, 32, 3, 4)),
     (_H200, "bwd2", torch.bfloat16, _P49): (Tile(64, 64, 3, 4), Tile(64, 64, 4, 4)),
