@@ -7,7 +7,8 @@ dispatch or function mode (``launch.nothing_traces``). Eager, their dispatch cos
 than the kernels take on the GPU (custom-op and autograd wrappers, the autocast kernel,
 ``wrap_triton``'s mutation wrapper; profiles in docs/evidence/h200/round3/call1 and call4). This
 path asks the same selector the same question before every launch - same key, same cached decision,
-same events - and launches the same compiled kernel from the JIT cache that validation filled; it
+same events - and launches the same compiled kernel from the JIT cache that validation filled,
+found by the JIT on a key's first launch and kept for the next (``launch._launch_resolved``); it
 never compiles anything itself. Autograd wiring mirrors ``ops.py``: fwd -> bwd -> bwd2 (bwd again
 where the cotangent needs no gradient), then the reference composition for any higher order.
 """
