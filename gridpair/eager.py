@@ -56,9 +56,9 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
     composition where nothing fits."""
     # No .contiguous() here, unlike the ops: the launch reads padded copies, contiguous
     # whatever the projectors' layout, and cached per projector only if it is the caller's.
-    if type(selector).choose is LaunchSelector.choose:
+    if type(selector).choose is LaunchSelector.choose and type(selector).key is LaunchSelector.key:
         key, tile = selector.choose_keyed(op, operands, (to_grid, from_grid), n_frames)
-    else:  # a selector that decides otherwise: ask it, launch through the JIT
+    else:  # a selector that chooses or keys otherwise: ask it, launch through the JIT
         key, tile = None, selector.choose(op, operands, (to_grid, from_grid), n_frames)
     if tile is not None:
         return launch(op, operands, to_grid, from_grid, n_frames, tile, direct=True, key=key)

@@ -1,10 +1,13 @@
-"""The padded projectors of the eager launch: reused while the projector is unchanged, padded
-again after any write to it, never cached under tracing."""
+"""The eager launch: padded projectors reused while the projector is unchanged, padded again
+after any write to it, never cached under tracing; and the key that finds a resolved kernel."""
+
+import dataclasses
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from gridpair.launch import nothing_traces, pad_projector, padded_projector
+from gridpair.selector import LaunchSelector
 
 
 def test_a_padded_projector_is_reused_while_unchanged():
@@ -71,3 +74,36 @@ def test_the_eager_autocast_cast_of_a_projector_is_kept_until_it_changes():
         fresh = autocast_inputs((left, right, to_grid, from_grid))
     assert torch.equal(fresh[2], to_grid.to(torch.bfloat16)) and fresh[3] is first[3]
     assert autocast_inputs((left, right, to_grid, from_grid))[2] is to_grid  # autocast off
+
+
+class _CoarseKeySelector(LaunchSelector):
+    """Keys launches without their alignment: two specializations would share a key."""
+
+    def key(self, op, operands, projectors, n_frames, limits):
+        key = super().key(op, operands, projectors, n_frames, limits)
+        signature = dataclasses.replace(key.signature,
+                                        aligned=(True,) * len(key.signature.aligned))
+        return dataclasses.replace(key, signature=signature)
+
+
+def test_only_the_selectors_own_key_finds_a_resolved_kernel(monkeypatch):
+    """The eager path hands its launch the selector's key (which finds a kernel the JIT
+    resolved before) only where that key is LaunchSelector's own, the launch's whole
+    specialization; a selector that keys otherwise gets launches through the JIT."""
+    from gridpair import eager
+
+    monkeypatch.setenv("GRIDPAIR_DEVICE", "h200")
+    keys = []
+
+    def recording_launch(op, operands, to_grid, from_grid, n_frames, tile, **kwargs):
+        keys.append(kwargs.get("key"))
+        return (torch.empty(operands[0].shape),)
+
+    monkeypatch.setattr(eager, "launch", recording_launch)
+    left, right = torch.zeros(2, 4, 1, 16), torch.zeros(2, 4, 1, 16)
+    projector = torch.zeros(16, 4)
+    for selector in (LaunchSelector(), _CoarseKeySelector()):
+        eager._compute("fwd", (left, right), projector, projector, 1, selector)
+    own, coarse = keys
+    assert own is not None and own.signature.scalars[0] == "i32:16"  # 2 nodes * 16 channels
+    assert coarse is None
