@@ -237,6 +237,8 @@ def test_a_repeated_eager_launch_reuses_the_kernel_the_jit_found(monkeypatch):
         through_jit = launching.launch("fwd", operands, *projectors, 3, tile, direct=True)
         assert len(runs) == before + 2, runs
         torch.cuda.synchronize()
+        # Bitwise holds on any GPU: one binary, the same inputs and launch grid, and the kernel
+        # has no atomics (each program sums in a fixed order). A different kernel would not.
         assert torch.equal(again[0], through_jit[0]) and torch.equal(first[0], through_jit[0])
         (resolved,) = [v for k, v in launching._RESOLVED.items() if k[0] == key]
         cached = kernel.device_caches[torch.cuda.current_device()][0].values()
