@@ -37,6 +37,18 @@ def host_ms(run, steps: int = 50) -> float:
     return issued / steps * 1e3
 
 
+def step_times(run) -> tuple[float, float, float]:
+    """(wall, host, graph) milliseconds of a step: do_bench's median, issuing 50 steps without
+    waiting (best of three), and the step replayed from a CUDA graph."""
+    from triton.testing import do_bench
+
+    run()
+    torch.cuda.synchronize()
+    wall = do_bench(run, warmup=50, rep=200, return_mode="median")
+    host = min(host_ms(run) for _ in range(3))
+    return wall, host, replayed_ms(run)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", default="P147")
@@ -44,8 +56,6 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
-    from triton.testing import do_bench
-
     data = inputs(args.shape, 300, "cuda")
     frames = SHAPES[args.shape][1]
     for label, fn in (("grid_pair (eager path)", grid_pair),
@@ -56,11 +66,7 @@ def main(argv=None) -> int:
             with autocast(args.dtype, "cuda"):
                 return step(*data)
 
-        run()
-        torch.cuda.synchronize()
-        wall = do_bench(run, warmup=50, rep=200, return_mode="median")
-        host = min(host_ms(run) for _ in range(3))
-        graph = replayed_ms(run)
+        wall, host, graph = step_times(run)
         print(f"== {label}: {args.shape} {args.dtype} force step: wall {wall:.3f} ms, "
               f"host {host:.3f} ms, graph {graph:.3f} ms, wall/graph {wall / graph:.2f}",
               flush=True)

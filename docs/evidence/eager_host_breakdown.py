@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_gridpair import SHAPES, autocast, inputs, make_pass, replayed_ms  # noqa: E402
+from bench_gridpair import SHAPES, autocast, inputs, make_pass  # noqa: E402
+from profile_eager import step_times  # noqa: E402
 
 import gridpair  # noqa: E402
 from gridpair import eager, launch, probe  # noqa: E402
@@ -64,16 +65,6 @@ def stand_in(left, right, to_grid, from_grid, n_frames):
     return _Stand.apply(left, right)
 
 
-def host_ms(run, steps: int = 50) -> float:
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(steps):
-        run()
-    issued = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return issued / steps * 1e3
-
-
 def per_call_us(fn, calls: int = 300) -> float:
     for _ in range(50):
         fn()
@@ -89,7 +80,6 @@ def per_call_us(fn, calls: int = 300) -> float:
 
 
 def steps(args) -> None:
-    from triton.testing import do_bench
 
     data = inputs(args.shape, 300, "cuda")
     frames = SHAPES[args.shape][1]
@@ -110,11 +100,7 @@ def steps(args) -> None:
             with autocast(args.dtype, "cuda"):
                 return step(*data)
 
-        run()
-        torch.cuda.synchronize()
-        wall = do_bench(run, warmup=50, rep=200, return_mode="median")
-        host = min(host_ms(run) for _ in range(3))
-        graph = replayed_ms(run)
+        wall, host, graph = step_times(run)
         print(f"step {label:24s} wall {wall:.3f} ms  host {host:.3f} ms  graph {graph:.3f} ms  "
               f"wall/graph {wall / graph:.2f}", flush=True)
 
