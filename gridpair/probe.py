@@ -36,8 +36,7 @@ from gridpair.kernels import KERNELS, LAUNCH_SCALARS, OPERANDS, RESULTS
 # kernel's do_not_specialize says. So the row count and the strides are specialized here too,
 # by class: the kernel validated is then the kernel the JIT and Inductor compile.
 SCALAR_ONE = "1"
-SCALAR_CLASSES = (SCALAR_ONE, "i32:16", "i32", "i64:16", "i64")
-# A value of each class, for the validation compile's placeholders.
+# A value of each class (these are all the classes), for the validation compile's placeholders.
 _PLACEHOLDER_VALUES = {SCALAR_ONE: 1, "i32:16": 16, "i32": 3, "i64:16": 2**31 + 16,
                        "i64": 2**31 + 3}
 
