@@ -464,7 +464,9 @@ def test_every_class_of_launch_scalar_compiles(op, wide, profile):
 
     profile("h200")
     n_operands = OPERAND_COUNT[op]
-    strides = [STRIDE_CLASSES[i % 3] for i in range(n_operands)]
+    # Every class, and every stride the constant 1 (an operand with unit D, F and C axes).
+    patterns = [*STRIDE_CLASSES, ("1", "1", "1", "1")]
+    strides = [patterns[(i - 1) % 4] for i in range(n_operands)]  # all ones first
     signature = Signature(torch.bfloat16, (True,) * n_operands, wide,
                           ("i64:16" if wide else "1", *(c for four in strides for c in four)))
     limits = devices.limits_for(torch.device("cpu"))
