@@ -37,6 +37,44 @@ def host_ms(run, steps: int = 50) -> float:
     return issued / steps * 1e3
 
 
+class StandIn(torch.autograd.Function):
+    """grid_pair's autograd chain (fwd -> bwd -> bwd) with empty results and no kernels: what
+    a step costs without the operator. ``apply(left, right, *constants)``."""
+
+    @staticmethod
+    def forward(ctx, left, right, *constants):
+        ctx.save_for_backward(left, right)
+        ctx.constants = len(constants)
+        return torch.empty_like(left)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        left, right = ctx.saved_tensors
+        return (*StandInBackward.apply(grad_out, left, right), *(None,) * ctx.constants)
+
+
+class StandInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, grad_out, left, right):
+        ctx.save_for_backward(grad_out)
+        return torch.empty_like(left), torch.empty_like(right)
+
+    @staticmethod
+    def backward(ctx, grad_grad_left, grad_grad_right):
+        (grad_out,) = ctx.saved_tensors
+        return None, *StandInBackward.apply(grad_out, grad_grad_left, grad_grad_right)
+
+
+def autocast_run(step, data, dtype: str, device: str = "cuda"):
+    """``step(*data)`` under the autocast of ``dtype`` ("bf16-amp"; none for float32)."""
+
+    def run():
+        with autocast(dtype, device):
+            return step(*data)
+
+    return run
+
+
 def step_times(run) -> tuple[float, float, float]:
     """(wall, host, graph) milliseconds of a step: do_bench's median, issuing 50 steps without
     waiting (best of three), and the step replayed from a CUDA graph."""
@@ -60,12 +98,7 @@ def main(argv=None) -> int:
     frames = SHAPES[args.shape][1]
     for label, fn in (("grid_pair (eager path)", grid_pair),
                       ("custom ops (fused-ops)", grid_pair_through_ops)):
-        step = make_pass("force", fn, frames)
-
-        def run(step=step):
-            with autocast(args.dtype, "cuda"):
-                return step(*data)
-
+        run = autocast_run(make_pass("force", fn, frames), data, args.dtype)
         wall, host, graph = step_times(run)
         print(f"== {label}: {args.shape} {args.dtype} force step: wall {wall:.3f} ms, "
               f"host {host:.3f} ms, graph {graph:.3f} ms, wall/graph {wall / graph:.2f}",

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_gridpair import SHAPES, autocast, inputs, make_pass  # noqa: E402
-from profile_eager import step_times  # noqa: E402
+from bench_gridpair import SHAPES, inputs, make_pass  # noqa: E402
+from profile_eager import StandIn, autocast_run, step_times  # noqa: E402
 
 import gridpair  # noqa: E402
 from gridpair import eager, launch, probe  # noqa: E402
@@ -33,36 +33,10 @@ from gridpair.kernels import KERNELS  # noqa: E402
 from gridpair.selector import active_selector  # noqa: E402
 
 
-class _Stand(torch.autograd.Function):
-    """grid_pair's autograd chain with empty results: what the step costs without our op."""
-
-    @staticmethod
-    def forward(ctx, left, right):
-        ctx.save_for_backward(left, right)
-        return torch.empty_like(left)
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        left, right = ctx.saved_tensors
-        return _StandBackward.apply(grad_out, left, right)
-
-
-class _StandBackward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, grad_out, left, right):
-        ctx.save_for_backward(grad_out, left, right)
-        return torch.empty_like(left), torch.empty_like(right)
-
-    @staticmethod
-    def backward(ctx, grad_grad_left, grad_grad_right):
-        grad_out = ctx.saved_tensors[0]
-        g2l, g2r = _StandBackward.apply(grad_out, grad_grad_left, grad_grad_right)
-        return None, g2l, g2r
-
-
 def stand_in(left, right, to_grid, from_grid, n_frames):
+    """grid_pair's casts and autograd chain, no kernels."""
     left, right, *_ = eager.autocast_inputs((left, right, to_grid, from_grid))
-    return _Stand.apply(left, right)
+    return StandIn.apply(left, right)
 
 
 def per_call_us(fn, calls: int = 300) -> float:
@@ -94,12 +68,7 @@ def steps(args) -> None:
 
     for label, fn in impls:
         launch._launch_resolved = through_jit if "JIT" in label else resolved
-        step = make_pass("force", fn, frames)
-
-        def run(step=step):
-            with autocast(args.dtype, "cuda"):
-                return step(*data)
-
+        run = autocast_run(make_pass("force", fn, frames), data, args.dtype)
         wall, host, graph = step_times(run)
         print(f"step {label:24s} wall {wall:.3f} ms  host {host:.3f} ms  graph {graph:.3f} ms  "
               f"wall/graph {wall / graph:.2f}", flush=True)
@@ -174,11 +143,8 @@ def profiled(args) -> None:
     import pstats
 
     data = inputs(args.shape, 300, "cuda")
-    step = make_pass("force", gridpair.grid_pair, SHAPES[args.shape][1])
-
-    def run():
-        with autocast(args.dtype, "cuda"):
-            return step(*data)
+    run = autocast_run(make_pass("force", gridpair.grid_pair, SHAPES[args.shape][1]), data,
+                       args.dtype)
 
     for _ in range(5):
         run()
