@@ -26,14 +26,18 @@ from gridpair.selector import LaunchSelector, active_selector
 
 def autocast_inputs(tensors: Sequence[Tensor]) -> list[Tensor]:
     """(left, right, to_grid, from_grid) as the ops' autocast kernel passes them on: under
-    autocast on their device, the ``autocast_eligible`` ones in the autocast dtype. The constant
-    projectors' casts are kept (``ProjectorCache``), as autocast keeps its weights' casts."""
+    autocast on their device, the ``autocast_eligible`` projectors and the eligible operands
+    that are not float32 in the autocast dtype (float32 operands are rounded as the kernels
+    load them). The constant projectors' casts are kept (``ProjectorCache``), as autocast keeps
+    its weights' casts."""
     device_type = tensors[0].device.type
     if not torch.is_autocast_enabled(device_type):
         return list(tensors)
     dtype = torch.get_autocast_dtype(device_type)
     left, right, *projectors = tensors
-    return [*(t.to(dtype) if autocast_eligible(t, device_type) else t for t in (left, right)),
+    mixed = all(autocast_eligible(p, device_type) for p in projectors)
+    return [*(t.to(dtype) if autocast_eligible(t, device_type)
+              and not (mixed and t.dtype == torch.float32) else t for t in (left, right)),
             *(_cast(p, dtype) if autocast_eligible(p, device_type) else p for p in projectors)]
 
 

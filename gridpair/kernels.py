@@ -17,8 +17,13 @@ compiles these kernels: one compiled kernel serves every batch size of a class, 
 validated with placeholders of those classes is the kernel that runs, eager or compiled.
 """
 
+from collections.abc import Sequence
+from typing import TypeVar
+
 import triton
 import triton.language as tl
+
+T = TypeVar("T")
 
 OPERAND_STRIDES = ("stride_n", "stride_d", "stride_f", "stride_c")
 
@@ -35,6 +40,22 @@ RESULTS = {
     "bwd": ("grad_left", "grad_right"),
     "bwd2": ("grad_grad_out", "grad2_left", "grad2_right"),
 }
+# Where each result's dtype comes from: the operand at that index (a gradient takes the dtype of
+# the operand it is the gradient of), or None for the compute dtype (the projectors'). Operands
+# of another dtype than the projectors (float32 under autocast) are rounded as they are loaded.
+RESULT_DTYPE_FROM = {
+    "fwd": (None,),
+    "bwd": (1, 2),
+    "bwd2": (0, 1, 2),
+}
+
+
+def result_dtypes(op: str, operand_dtypes: Sequence[T], compute_dtype: T) -> tuple[T, ...]:
+    """The dtype of each result of kernel ``op`` (``RESULT_DTYPE_FROM``)."""
+    return tuple(compute_dtype if index is None else operand_dtypes[index]
+                 for index in RESULT_DTYPE_FROM[op])
+
+
 LAUNCH_SCALARS = {
     op: ("n_rows", *(f"{name}_{stride}" for name in names for stride in OPERAND_STRIDES))
     for op, names in OPERANDS.items()
@@ -59,9 +80,13 @@ def _slot_offsets(slots, stride_d, frame_stride, FRAMES: tl.constexpr, WIDE: tl.
 def _load_rows(
     ptr, rows, n_rows, slots_main, slots_tail, stride_n, stride_d, stride_f, stride_c,
     FOCUS: tl.constexpr, FRAMES: tl.constexpr, CHANNELS: tl.constexpr, SLOTS: tl.constexpr,
-    WIDE: tl.constexpr,
+    WIDE: tl.constexpr, COMPUTE: tl.constexpr,
 ):
-    """Main and tail (rows, slots) tiles of a (N, D, F, K*C) operand read through its strides."""
+    """Main and tail (rows, slots) tiles of a (N, D, F, K*C) operand read through its strides,
+    in the compute dtype ``COMPUTE``.
+
+    Rounded as they are loaded (float32 operands under autocast), so the resident rows take
+    the compute dtype's registers, and the dots see what a cast before the launch would give."""
     pair = rows // CHANNELS
     row_offsets = ((pair // FOCUS) * stride_n + (pair % FOCUS) * stride_f
                    + (rows % CHANNELS) * stride_c)[:, None]
@@ -77,7 +102,7 @@ def _load_rows(
     tail_offsets = _slot_offsets(slots_tail, stride_d, frame_stride, FRAMES, WIDE)
     tail = tl.load(ptr + row_offsets + tail_offsets[None, :],
                    mask=row_ok & (slots_tail < SLOTS)[None, :], other=0.0)
-    return main, tail
+    return main.to(COMPUTE), tail.to(COMPUTE)
 
 
 @triton.jit
@@ -171,13 +196,14 @@ def _grid_pair_fwd_kernel(
     HAS_TAIL: tl.constexpr = SLOTS_TAIL > 0
     TAIL: tl.constexpr = SLOTS_TAIL if HAS_TAIL else 16
     PADDED: tl.constexpr = SLOTS_MAIN + SLOTS_TAIL
+    COMPUTE: tl.constexpr = to_grid_ptr.dtype.element_ty
     rows, s_main, s_tail = _rows_program(BLOCK_M, SLOTS_MAIN, TAIL)
     l_main, l_tail = _load_rows(left_ptr, rows, n_rows, s_main, s_tail, left_stride_n,
                                 left_stride_d, left_stride_f, left_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     r_main, r_tail = _load_rows(right_ptr, rows, n_rows, s_main, s_tail, right_stride_n,
                                 right_stride_d, right_stride_f, right_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     acc_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
     acc_tail = tl.zeros((BLOCK_M, TAIL), dtype=tl.float32)
     for start in range(0, GRID, BLOCK_G):
@@ -216,16 +242,17 @@ def _grid_pair_bwd_kernel(
     HAS_TAIL: tl.constexpr = SLOTS_TAIL > 0
     TAIL: tl.constexpr = SLOTS_TAIL if HAS_TAIL else 16
     PADDED: tl.constexpr = SLOTS_MAIN + SLOTS_TAIL
+    COMPUTE: tl.constexpr = to_grid_ptr.dtype.element_ty
     rows, s_main, s_tail = _rows_program(BLOCK_M, SLOTS_MAIN, TAIL)
     go_main, go_tail = _load_rows(grad_out_ptr, rows, n_rows, s_main, s_tail,
                                   grad_out_stride_n, grad_out_stride_d, grad_out_stride_f,
-                                  grad_out_stride_c, FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                  grad_out_stride_c, FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     l_main, l_tail = _load_rows(left_ptr, rows, n_rows, s_main, s_tail, left_stride_n,
                                 left_stride_d, left_stride_f, left_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     r_main, r_tail = _load_rows(right_ptr, rows, n_rows, s_main, s_tail, right_stride_n,
                                 right_stride_d, right_stride_f, right_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     gl_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
     gl_tail = tl.zeros((BLOCK_M, TAIL), dtype=tl.float32)
     gr_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
@@ -279,24 +306,25 @@ def _grid_pair_bwd2_kernel(
     HAS_TAIL: tl.constexpr = SLOTS_TAIL > 0
     TAIL: tl.constexpr = SLOTS_TAIL if HAS_TAIL else 16
     PADDED: tl.constexpr = SLOTS_MAIN + SLOTS_TAIL
+    COMPUTE: tl.constexpr = to_grid_ptr.dtype.element_ty
     rows, s_main, s_tail = _rows_program(BLOCK_M, SLOTS_MAIN, TAIL)
     go_main, go_tail = _load_rows(grad_out_ptr, rows, n_rows, s_main, s_tail,
                                   grad_out_stride_n, grad_out_stride_d, grad_out_stride_f,
-                                  grad_out_stride_c, FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                  grad_out_stride_c, FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     l_main, l_tail = _load_rows(left_ptr, rows, n_rows, s_main, s_tail, left_stride_n,
                                 left_stride_d, left_stride_f, left_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     r_main, r_tail = _load_rows(right_ptr, rows, n_rows, s_main, s_tail, right_stride_n,
                                 right_stride_d, right_stride_f, right_stride_c,
-                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     hl_main, hl_tail = _load_rows(grad_grad_left_ptr, rows, n_rows, s_main, s_tail,
                                   grad_grad_left_stride_n, grad_grad_left_stride_d,
                                   grad_grad_left_stride_f, grad_grad_left_stride_c,
-                                  FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                  FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     hr_main, hr_tail = _load_rows(grad_grad_right_ptr, rows, n_rows, s_main, s_tail,
                                   grad_grad_right_stride_n, grad_grad_right_stride_d,
                                   grad_grad_right_stride_f, grad_grad_right_stride_c,
-                                  FOCUS, FRAMES, CHANNELS, SLOTS, WIDE)
+                                  FOCUS, FRAMES, CHANNELS, SLOTS, WIDE, COMPUTE)
     ggo_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
     ggo_tail = tl.zeros((BLOCK_M, TAIL), dtype=tl.float32)
     g2l_main = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)

@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from triton import knobs
 
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
-from gridpair.kernels import KERNELS, OPERANDS, RESULTS
+from gridpair.kernels import KERNELS, OPERANDS, result_dtypes
 from gridpair.probe import is_plain, needs_wide_offsets
 
 if TYPE_CHECKING:
@@ -97,8 +97,10 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
            key: "LaunchKey | None" = None) -> tuple[Tensor, ...]:
     """Run kernel ``op`` ("fwd", "bwd", "bwd2") with ``tile``; return its fresh results.
 
-    Operands are (N, D, F, K*C) in any strides, projectors (G, D*K); results are contiguous,
-    in the operands' dtype. ``direct``: nothing traces this call (the eager path), so the JIT
+    Operands are (N, D, F, K*C) in any strides, projectors (G, D*K) in the compute dtype;
+    operands in another dtype are rounded to it as they are loaded. Results are contiguous, each
+    in its dtype (``kernels.RESULT_DTYPE_FROM``: a gradient in its operand's, the forward's
+    output in the compute dtype). ``direct``: nothing traces this call (the eager path), so the JIT
     runs the kernel itself and padded projectors are reused; otherwise ``wrap_triton`` records
     the launch. ``key``, with ``direct``: the selector's key for these operands, which the
     launch's specialization follows; the compiled kernel the JIT found for it is then launched
@@ -108,8 +110,9 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
         raise ValueError(f"{op}: expected operands {OPERANDS[op]}, got {len(operands)} tensors")
     first = operands[0]
     geometry = Geometry.of(first, to_grid, n_frames) if key is None else key.geometry
-    results = tuple(torch.empty(first.shape, dtype=first.dtype, device=first.device)
-                    for _ in RESULTS[op])
+    dtypes = result_dtypes(op, [x.dtype for x in operands], to_grid.dtype)
+    results = tuple(torch.empty(first.shape, dtype=dtype, device=first.device)
+                    for dtype in dtypes)
     n_rows = first.shape[0] * geometry.focus * geometry.channels
     if n_rows == 0:
         return results
@@ -121,7 +124,7 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     # The same decision as the selector's signature, so the validated kernel is the one run.
     wide = (any(needs_wide_offsets(x) for x in operands) if key is None
             else key.signature.wide)
-    constexprs = kernel_constexprs(geometry, tile, first.dtype, wide)
+    constexprs = kernel_constexprs(geometry, tile, to_grid.dtype, wide)
     with _on_device_of(first):
         if direct and key is not None and first.is_cuda:
             _launch_resolved(kernel, (key, tile), grid, args, constexprs, tile)

@@ -27,7 +27,7 @@ from triton.runtime.jit import MockTensor, create_function_from_signature
 
 from gridpair.devices import MAX_THREADS_PER_BLOCK, REGISTERS_PER_BLOCK, DeviceLimits
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs
-from gridpair.kernels import KERNELS, LAUNCH_SCALARS, OPERANDS, RESULTS
+from gridpair.kernels import KERNELS, LAUNCH_SCALARS, OPERANDS, result_dtypes
 
 # Triton's JIT specializes an integer argument on its value's class: 1 becomes a constant, a
 # multiple of 16 gets a divisibility attribute, and its type is i32 or i64 by size. Inductor
@@ -51,12 +51,26 @@ class Signature:
     """Everything about the operands that specializes a compile: no data, and of the row
     count and strides only their class (``scalar_class``), never their values."""
 
-    dtype: torch.dtype
+    dtype: torch.dtype  # the compute dtype: the projectors' and the dots'
     aligned: tuple[bool, ...]  # per operand: base address a multiple of 16 bytes
     wide: bool  # some reachable offset, stride or the row count needs 64 bits
     # The class of each launch scalar, in kernel order: the row count, then each operand's
     # four strides (kernels.LAUNCH_SCALARS).
     scalars: tuple[str, ...]
+    # Per operand, where some operand comes in another dtype than ``dtype`` (float32 under
+    # autocast, rounded as it is loaded); empty when every operand is in ``dtype``, so keys of
+    # one-dtype launches do not depend on how they were formed.
+    operand_dtypes: tuple[torch.dtype, ...] = ()
+
+    def dtypes(self) -> tuple[torch.dtype, ...]:
+        """The dtype of each operand."""
+        return self.operand_dtypes or (self.dtype,) * len(self.aligned)
+
+
+def mixed_dtypes(dtypes: Sequence[torch.dtype], compute: torch.dtype) -> tuple[torch.dtype, ...]:
+    """``Signature.operand_dtypes`` of operands in ``dtypes`` computed in ``compute``."""
+    dtypes = tuple(dtypes)
+    return () if all(d == compute for d in dtypes) else dtypes
 
 
 @dataclass(frozen=True)
@@ -157,14 +171,18 @@ def launch_scalars(operands: Sequence[Tensor], geometry: Geometry) -> list[objec
     return [n_rows, *(s for x in operands for s in x.stride())]
 
 
-def signature_of(operands: Sequence[Tensor], geometry: Geometry) -> Signature:
-    """The Signature of a launch on these operands (real, fake or functional)."""
+def signature_of(operands: Sequence[Tensor], geometry: Geometry,
+                 dtype: torch.dtype | None = None) -> Signature:
+    """The Signature of a launch on these operands (real, fake or functional) computed in
+    ``dtype`` (the projectors' dtype; by default the first operand's)."""
+    compute = operands[0].dtype if dtype is None else dtype
     if all(type(x) in _PLAIN for x in operands) and not operands[0].is_meta:
-        return _plain_signature(operands, geometry)
+        return _plain_signature(operands, geometry, compute)
     layouts = [_layout(x) for x in operands]
-    return Signature(operands[0].dtype, tuple(aligned for aligned, _ in layouts),
+    return Signature(compute, tuple(aligned for aligned, _ in layouts),
                      any(wide for _, wide in layouts),
-                     tuple(scalar_class(v) for v in launch_scalars(operands, geometry)))
+                     tuple(scalar_class(v) for v in launch_scalars(operands, geometry)),
+                     mixed_dtypes([x.dtype for x in operands], compute))
 
 
 # (shape, strides) of a real operand -> (needs wide offsets, its strides' classes): the same
@@ -172,7 +190,8 @@ def signature_of(operands: Sequence[Tensor], geometry: Geometry) -> Signature:
 _LAYOUT_CLASSES: dict[tuple, tuple[bool, tuple[str, ...]]] = {}
 
 
-def _plain_signature(operands: Sequence[Tensor], geometry: Geometry) -> Signature:
+def _plain_signature(operands: Sequence[Tensor], geometry: Geometry,
+                     compute: torch.dtype) -> Signature:
     """``signature_of`` for tensors with real storage, each layout's part looked up once."""
     aligned, wide, classes = [], False, [
         scalar_class(operands[0].shape[0] * geometry.focus * geometry.channels)]
@@ -187,7 +206,8 @@ def _plain_signature(operands: Sequence[Tensor], geometry: Geometry) -> Signatur
         aligned.append(x.data_ptr() % 16 == 0)
         wide = wide or known[0]
         classes.extend(known[1])
-    return Signature(operands[0].dtype, tuple(aligned), wide, tuple(classes))
+    return Signature(compute, tuple(aligned), wide, tuple(classes),
+                     mixed_dtypes([x.dtype for x in operands], compute))
 
 
 def contiguous_signature(op: str, geometry: Geometry, dtype: torch.dtype,
@@ -210,10 +230,11 @@ def _placeholder_arguments(op: str, signature: Signature) -> list[object]:
     if len(signature.scalars) != len(LAUNCH_SCALARS[op]):
         raise ValueError(f"{op}: a signature of {len(signature.scalars)} launch scalars, "
                          f"expected {len(LAUNCH_SCALARS[op])} ({', '.join(LAUNCH_SCALARS[op])})")
-    operands = [_Operand(signature.dtype, aligned) for aligned in signature.aligned]
+    dtypes = signature.dtypes()
+    operands = [_Operand(dtype, aligned) for dtype, aligned in zip(dtypes, signature.aligned)]
     # Padded projectors and results are fresh allocations: always aligned.
     projectors = [_Operand(signature.dtype, True) for _ in range(2)]
-    results = [_Operand(signature.dtype, True) for _ in RESULTS[op]]
+    results = [_Operand(dtype, True) for dtype in result_dtypes(op, dtypes, signature.dtype)]
     n_rows, *strides = (_PLACEHOLDER_VALUES[c] for c in signature.scalars)
     return kernel_arguments(operands, projectors, results, n_rows,
                             [strides[i:i + 4] for i in range(0, len(strides), 4)])
@@ -348,8 +369,9 @@ def compile_for_profile(op: str, geometry: Geometry, tile: Tile, signature: Sign
 def compile_candidate(op: str, geometry: Geometry, tile: Tile, signature: Signature,
                       limits: DeviceLimits) -> Compiled:
     """Compile ``tile`` for ``limits``; raise OutOfResources if it cannot be loaded there."""
-    if signature.dtype not in _TRITON_TYPES:
-        raise TypeError(f"no fused kernel for dtype {signature.dtype}")
+    for dtype in (signature.dtype, *signature.operand_dtypes):
+        if dtype not in _TRITON_TYPES:
+            raise TypeError(f"no fused kernel for dtype {dtype}")
     if limits.physical:
         return compile_on_device(op, geometry, tile, signature, limits)
     return compile_for_profile(op, geometry, tile, signature, limits)

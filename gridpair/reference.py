@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from gridpair.inputs import check_operands
+from gridpair.kernels import result_dtypes
 
 
 def _split_frames(x: Tensor, n_frames: int) -> Tensor:
@@ -82,9 +83,18 @@ def bwd2(grad_out, left, right, grad_grad_left, grad_grad_right, to_grid_, from_
 
 def of_op(op: str, *args: Tensor) -> tuple[Tensor, ...]:
     """The reference computation of kernel ``op`` ("fwd", "bwd", "bwd2") on unvalidated
-    arguments (operands, projectors, n_frames), its results always as a tuple."""
-    result = {"fwd": fwd, "bwd": bwd, "bwd2": bwd2}[op](*args)
-    return result if isinstance(result, tuple) else (result,)
+    arguments (operands, projectors, n_frames), its results always as a tuple.
+
+    Computed in the projectors' dtype, as the kernels compute: operands in another dtype
+    (float32 under autocast) are cast to it first, and each result is cast to its dtype
+    (``kernels.RESULT_DTYPE_FROM``)."""
+    *operands, to_grid_, from_grid_, n_frames = args
+    compute = to_grid_.dtype
+    dtypes = result_dtypes(op, [x.dtype for x in operands], compute)
+    result = {"fwd": fwd, "bwd": bwd, "bwd2": bwd2}[op](
+        *(x.to(compute) for x in operands), to_grid_, from_grid_, n_frames)
+    result = result if isinstance(result, tuple) else (result,)
+    return tuple(x.to(dtype) for x, dtype in zip(result, dtypes, strict=True))
 
 
 def bwd2_vjp(tensors, to_grid_, from_grid_, n_frames, grads):
@@ -92,5 +102,5 @@ def bwd2_vjp(tensors, to_grid_, from_grid_, n_frames, grads):
     of its outputs: the third order, by differentiating this composition (no fused kernel)."""
     inputs = [t.detach().requires_grad_() for t in tensors]
     with torch.enable_grad():
-        outputs = bwd2(*inputs, to_grid_, from_grid_, n_frames)
+        outputs = of_op("bwd2", *inputs, to_grid_, from_grid_, n_frames)
     return torch.autograd.grad(outputs, inputs, grads, allow_unused=True)

@@ -34,6 +34,7 @@ from gridpair.probe import (
     Signature,
     compile_candidate,
     contiguous_strides,
+    mixed_dtypes,
     scalar_class,
     signature_of,
 )
@@ -106,7 +107,8 @@ class Decision:
 
 def resident_registers(op: str, geometry: Geometry, tile: Tile, dtype: torch.dtype) -> int:
     """32-bit registers per thread a tile's resident values take: fp32 accumulators, operand
-    rows in the operand dtype, and the fp32 grid fields of one grid block.
+    rows in the compute dtype (rounded as they are loaded), and the fp32 grid fields of one
+    grid block.
 
     fp32 operands go through FMA dots, whose operand layouts hold each row twice over (the
     offline sweep: 64-row fp32 tiles spill at 8 warps where bf16 ones do not).
@@ -430,7 +432,7 @@ class LaunchSelector:
             n_frames: int, limits: DeviceLimits) -> LaunchKey:
         geometry = Geometry.of(operands[0], projectors[0], n_frames)
         return LaunchKey(op, limits.identity, limits.shared, geometry,
-                         signature_of(operands, geometry))
+                         signature_of(operands, geometry, projectors[0].dtype))
 
     def decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool = False,
                siblings: bool = True) -> Decision:
@@ -461,21 +463,30 @@ class LaunchSelector:
 
     def siblings(self, key: LaunchKey) -> list[LaunchKey]:
         """The keys of the other orders of the same launch: same device, limit, geometry,
-        dtype, width and row count; (grad_out, left, right) aligned and strided as in ``key``,
-        the rest fresh contiguous allocations."""
+        compute dtype, width and row count; (grad_out, left, right) aligned and strided as in
+        ``key``, the rest fresh contiguous allocations. grad_out comes in the compute dtype (the
+        forward's result's) unless ``key`` says otherwise, left and right in theirs, and each
+        grad-grad in the dtype of the operand it is the cotangent of the gradient of."""
         signature = key.signature
+        dtypes = signature.dtypes()
         fresh = (True, tuple(scalar_class(s) for s in contiguous_strides(key.geometry)))
         common = [fresh, fresh, fresh]
+        common_dtypes = [signature.dtype, signature.dtype, signature.dtype]
         for position, index in enumerate(_COMMON_OPERANDS.get(key.op, ())):
             if index is not None and index < len(signature.aligned):
                 common[position] = (signature.aligned[index],
                                     signature.scalars[1 + 4 * index:5 + 4 * index])
+                common_dtypes[position] = dtypes[index]
+        go, left, right = common_dtypes
         operands = {"fwd": common[1:], "bwd": common, "bwd2": [*common, fresh, fresh]}
+        operand_dtypes = {"fwd": (left, right), "bwd": (go, left, right),
+                          "bwd2": (go, left, right, left, right)}
         return [LaunchKey(op, key.device, key.limit, key.geometry,
                           Signature(signature.dtype, tuple(a for a, _ in operands[op]),
                                     signature.wide,
                                     (signature.scalars[0],
-                                     *(c for _, classes in operands[op] for c in classes))))
+                                     *(c for _, classes in operands[op] for c in classes)),
+                                    mixed_dtypes(operand_dtypes[op], signature.dtype)))
                 for op in _SIBLINGS if op != key.op and key.op in _SIBLINGS]
 
     def candidates(self, key: LaunchKey, device_name: str) -> list[Tile]:

@@ -147,6 +147,29 @@ def test_sibling_ops_are_validated_ahead_unreported_and_never_compiled_twice(pro
         assert set(tiles(events)) <= set(ahead)
 
 
+def test_autocast_siblings_are_the_mixed_precision_keys_the_backwards_ask(profile, compiled):
+    """Under autocast the forward reads float32 coefficients into bfloat16 dots; the backwards
+    then get a bfloat16 cotangent with float32 coefficients and grad-grads. Those are the
+    sibling keys validated ahead: asked for, they compile nothing more."""
+    profile(SMALL_DEVICE)
+    selector = LaunchSelector(workers=2)
+    single = torch.zeros(2, 16, 1, 16)
+    half = single.to(torch.bfloat16)
+    projectors = (torch.zeros(32, 16, dtype=torch.bfloat16),) * 2
+    selector.choose("fwd", [single, single], projectors, 1)
+    assert selector.idle(timeout=600)
+    assert {op for op, _ in compiled} == {"fwd", "bwd", "bwd2"}
+    before = len(compiled)
+    assert selector.choose("bwd", [half, single, single], projectors, 1) is not None
+    assert selector.choose("bwd2", [half, single, single, single, single], projectors,
+                           1) is not None
+    assert compiled[before:] == []
+    # All-bfloat16 operands are another specialization: not validated ahead, compiled now.
+    selector.choose("bwd", [half, half, half], projectors, 1)
+    assert "bwd" in {op for op, _ in compiled[before:]}
+    assert selector.idle(timeout=600)
+
+
 @pytest.mark.parametrize(("workers", "early"), [(2, False), (3, True)])
 def test_siblings_start_beside_the_search_only_with_a_core_to_spare(profile, monkeypatch,
                                                                     workers, early):

@@ -525,6 +525,42 @@ def test_the_signature_is_the_specialization_of_tritons_own_binder(op, layout):
         assert signature.aligned == tuple(seed % 4 == 0 for seed in range(len(operands)))
 
 
+@pytest.mark.parametrize("op", ["fwd", "bwd2"])
+def test_a_mixed_precision_signature_is_tritons_specialization_too(op):
+    """As autocast launches: float32 coefficients, a bfloat16 cotangent and projectors; the
+    forward's result in bfloat16, each gradient in its operand's dtype."""
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    from gridpair.geometry import kernel_arguments
+    from gridpair.launch import pad_projector
+    from gridpair.probe import _placeholder_arguments, signature_of
+
+    single, half = torch.float32, torch.bfloat16
+    operands, geometry = _operands("contiguous", op)
+    if op == "bwd2":
+        operands[0] = operands[0].to(half)
+    projectors = [pad_projector(torch.zeros(16, geometry.slots, dtype=half)) for _ in range(2)]
+    result_dtypes = {"fwd": [half], "bwd2": [half, single, single]}[op]
+    results = [torch.empty(operands[0].shape, dtype=dtype) for dtype in result_dtypes]
+    n_rows = operands[0].shape[0] * geometry.focus * geometry.channels
+    real = kernel_arguments(operands, projectors, results, n_rows,
+                            [x.stride() for x in operands])
+    kernel = KERNELS[op]
+    binder = create_function_from_signature(kernel.signature, kernel.params,
+                                            make_backend(GPUTarget("cuda", 90, 32)))
+    constants = kernel_constexprs(geometry, Tile(16, 16, 1, 4), half, False)
+    signature = signature_of(operands, geometry, half)
+    assert signature.dtype == half and signature.operand_dtypes == tuple(
+        x.dtype for x in operands)
+    _, launched, _ = binder(*real, **constants)
+    _, validated, _ = binder(*_placeholder_arguments(op, signature), **constants)
+    assert validated == launched
+    # One dtype throughout is the plain key, however it is formed.
+    assert signature_of([x.to(half) for x in operands], geometry, half) == signature_of(
+        [x.to(half) for x in operands], geometry)
+
+
 def _symbolic(shape, dynamic=0):
     """A fake tensor whose dimension ``dynamic`` (None: none) is a symbol with hint
     shape[dynamic], as Dynamo and make_fx trace it."""

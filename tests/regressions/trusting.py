@@ -9,7 +9,6 @@ wrap_triton recorded the call.
 
 import torch
 
-from gridpair.kernels import OPERANDS
 from gridpair.launch import launch
 from gridpair.probe import Compiled, is_plain
 from gridpair.selector import LaunchSelector
@@ -28,11 +27,10 @@ class TrustingSelector(LaunchSelector):
             return Compiled(shared=0, registers=None)  # "the trace succeeded"
         degrees, focus, frames = key.geometry.degrees, key.geometry.focus, key.geometry.frames
         shape = (1, degrees, focus, frames * key.geometry.channels)
-        dtype = key.signature.dtype
         operands = [torch.zeros(shape, dtype=dtype, device=self._device)
-                    for _ in OPERANDS[key.op]]
-        projector = torch.zeros(key.geometry.grid, key.geometry.slots, dtype=dtype,
-                                device=self._device)
+                    for dtype in key.signature.dtypes()]
+        projector = torch.zeros(key.geometry.grid, key.geometry.slots,
+                                dtype=key.signature.dtype, device=self._device)
         # The retry loop's try: a candidate over the device's limit raises OutOfResources here,
         # which the search takes as "next candidate".
         launch(key.op, operands, projector, projector, frames, tile)

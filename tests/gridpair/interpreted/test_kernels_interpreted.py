@@ -112,3 +112,26 @@ def test_the_64_bit_offset_path_computes_the_same_function(op, monkeypatch):
     for index, (g, o, e) in enumerate(zip(got, own, exact)):
         err, ref_err = relative_error(g, e), relative_error(o, e)
         assert err <= 5 * max(ref_err, floor), f"result {index}: {err:.2e} vs {ref_err:.2e}"
+
+
+@pytest.mark.parametrize("op", ["fwd", "bwd", "bwd2"])
+def test_float32_operands_are_rounded_as_they_are_loaded(op):
+    """The mixed-precision launch (float32 coefficients, float16 projectors and cotangent, as
+    autocast calls it) computes what the launch on operands cast beforehand computes: the same
+    rounded inputs to the same dots. Only the stores differ: a gradient of a float32 operand
+    is stored in float32, unrounded."""
+    ops = draw(3, 9, 2, 3, 5, 23, seed=25, layout="degree_major")
+    half, single = torch.float16, torch.float32
+    operands = [getattr(ops, name).to(single) for name in OPERAND_NAMES[op]]
+    if op != "fwd":
+        operands[0] = operands[0].to(half)  # the cotangent of the forward's float16 output
+    projectors = (ops.to_grid.to(half), ops.from_grid.to(half))
+    mixed = launch(op, operands, *projectors, ops.n_frames, TILES[1])
+    cast = launch(op, [x.to(half) for x in operands], *projectors, ops.n_frames, TILES[1])
+    want_dtypes = {"fwd": [half], "bwd": [single, single], "bwd2": [half, single, single]}[op]
+    assert [m.dtype for m in mixed] == want_dtypes
+    exact = _exact(op, ops)
+    for index, (m, c, e) in enumerate(zip(mixed, cast, exact)):
+        assert torch.equal(m.to(half), c), f"result {index}"
+        # Unrounded, a float32 result is no further from float64 than the float16 one.
+        assert relative_error(m, e) <= relative_error(c, e) * (1 + 1e-6), f"result {index}"
