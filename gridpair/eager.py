@@ -6,11 +6,22 @@ The custom ops of ``ops.py`` are what tracing sees, and they stay the only path 
 dispatch or function mode (``launch.nothing_traces``). Eager, their dispatch costs more host time
 than the kernels take on the GPU (custom-op and autograd wrappers, the autocast kernel,
 ``wrap_triton``'s mutation wrapper; profiles in docs/evidence/h200/round3/call1 and call4). This
-path asks the same selector the same question before every launch - same key, same cached decision,
-same events - and launches the same compiled kernel from the JIT cache that validation filled,
-found by the JIT on a key's first launch and kept for the next (``launch._launch_resolved``); it
-never compiles anything itself. Autograd wiring mirrors ``ops.py``: fwd -> bwd -> bwd2 (bwd again
-where the cotangent needs no gradient), then the reference composition for any higher order.
+path asks the same selector before every launch - the same key outside autocast, the same
+cached decision and events - and launches the same compiled kernel from the JIT cache that
+validation filled, found by the JIT on a key's first launch and kept for the next
+(``launch._launch_resolved``); it never compiles anything itself. Autograd wiring mirrors
+``ops.py``: fwd -> bwd -> bwd2 (bwd again where the cotangent needs no gradient), then the
+reference composition for any higher order.
+
+Under autocast this path hands float32 coefficients to the kernels as they are: the kernels
+round them to the autocast dtype as they load them (the same dot inputs as a cast before the
+launch) and store each gradient in its operand's float32, so the step has no cast kernels and
+no autograd nodes for them, which eagerly cost more host time than they save on the GPU (P147
+bf16 force step 2.23 -> 1.63 ms, docs/evidence/h200/round7). The custom ops, which tracing
+sees, cast first as autocast does: Inductor fuses those casts into its own kernels and keeps
+the cotangents in bfloat16, which measured faster and leaner compiled (0.605 ms and 145 MiB,
+against 0.654 ms and 210 MiB with float32 operands, same calls). Their keys differ in the
+operands' dtypes (``probe.Signature.operand_dtypes``); each is validated before its launch.
 """
 
 from collections.abc import Sequence

@@ -22,7 +22,7 @@ from profile_eager import StandIn  # noqa: E402
 import gridpair  # noqa: E402
 from gridpair import eager, launch  # noqa: E402
 from gridpair.geometry import Tile  # noqa: E402
-from gridpair.kernels import RESULTS  # noqa: E402
+from gridpair.kernels import result_dtypes  # noqa: E402
 from gridpair.probe import Compiled  # noqa: E402
 from gridpair.selector import LaunchSelector, using_selector  # noqa: E402
 
@@ -38,7 +38,8 @@ class OneTile(LaunchSelector):
 def stubbed_launch(op, operands, to_grid, from_grid, n_frames, tile, direct=False, key=None):
     launch.padded_projector(to_grid)
     launch.padded_projector(from_grid)
-    return tuple(torch.empty(operands[0].shape, dtype=operands[0].dtype) for _ in RESULTS[op])
+    dtypes = result_dtypes(op, [x.dtype for x in operands], to_grid.dtype)
+    return tuple(torch.empty(operands[0].shape, dtype=dtype) for dtype in dtypes)
 
 
 def main() -> int:

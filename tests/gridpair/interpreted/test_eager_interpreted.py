@@ -155,15 +155,29 @@ def test_traced_calls_see_the_custom_ops(selector, launches):
     assert in_vmap == [False]
 
 
-def test_autocast_runs_the_kernels_in_the_autocast_dtype(selector, launches):
+def test_autocast_runs_the_kernels_in_the_autocast_dtype(selector, monkeypatch):
+    """Eagerly under autocast the kernels get the float32 coefficients themselves (rounded to
+    the autocast dtype as they are loaded: no cast kernels, no rounded copies) and return each
+    gradient in float32, unrounded."""
+    from gridpair import eager
+
+    real, operand_dtypes = eager.launch, []
+
+    def spy(op, operands, to_grid, *args, **kwargs):
+        operand_dtypes.append((op, [x.dtype for x in operands], to_grid.dtype))
+        return real(op, operands, to_grid, *args, **kwargs)
+
+    monkeypatch.setattr(eager, "launch", spy)
     ops = draw(3, 9, 2, 3, 5, 23, seed=36)
     own, exact = reference_quantities(ops, torch.float16)
     single = ops.to(torch.float32)
     with torch.autocast("cpu", dtype=torch.float16):
         got = force_quantities(grid_pair, single)
-    assert got["out"].dtype == torch.float16
-    assert got["grad2_left"].dtype == torch.float32  # back through the cast to the leaves
-    assert [op for op, _ in launches] == ["fwd", "bwd", "bwd2"]
+    half, f32 = torch.float16, torch.float32
+    assert got["out"].dtype == half
+    assert all(got[name].dtype == f32 for name in ("grad_left", "grad2_left", "grad2_right"))
+    assert operand_dtypes == [("fwd", [f32, f32], half), ("bwd", [half, f32, f32], half),
+                              ("bwd2", [half, f32, f32, f32, f32], half)]
     assert_within_reference_error(got, own, exact, dtype=torch.float16)
 
 
