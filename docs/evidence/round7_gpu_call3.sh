@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Round 7, third H200 call, on the final code: what the regressions prove, after the eager
-# path's autocast change and the selector's operand dtypes. The proof (cold fails on the trusting selector, passes on the
-# validated one; a warm run masks it), every regression cold, the plugin's GPU tests, and the six
-# cold P147 selections with 16 workers, capped and not; the eager breakdown again.
+# Round 7, third H200 call, on the final code: what the regressions prove after the eager
+# path's autocast change and the selector's operand dtypes. The proof (cold fails on the
+# trusting selector, passes on the validated one; a warm run masks it), every regression cold,
+# the plugin's GPU tests, the six cold P147 selections with 16 workers, capped and not, and the
+# eager breakdown again.
 #     OUT=/path/to/output bash docs/evidence/round7_gpu_call3.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
