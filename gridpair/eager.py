@@ -17,11 +17,11 @@ Under autocast this path hands float32 coefficients to the kernels as they are: 
 round them to the autocast dtype as they load them (the same dot inputs as a cast before the
 launch) and store each gradient in its operand's float32, so the step has no cast kernels and
 no autograd nodes for them, which eagerly cost more host time than they save on the GPU (P147
-bf16 force step 2.23 -> 1.63 ms, docs/evidence/h200/round7). The custom ops, which tracing
-sees, cast first as autocast does: Inductor fuses those casts into its own kernels and keeps
-the cotangents in bfloat16, which measured faster and leaner compiled (0.605 ms and 145 MiB,
-against 0.654 ms and 210 MiB with float32 operands, same calls). Their keys differ in the
-operands' dtypes (``probe.Signature.operand_dtypes``); each is validated before its launch.
+bf16 force step 2.23 -> 1.63 ms, docs/evidence/h200/round7). Traced, the custom ops cast those
+operands first instead, a cast Inductor fuses into the kernel that makes them: the kernels
+then read half the bytes (float32 reads cost the compiled step 0.654 against 0.588 ms, round 7
+calls 1 and 2). The two launches differ in ``probe.Signature.rounded_on_load``; each is
+validated before it runs.
 """
 
 from collections.abc import Sequence

@@ -4,6 +4,7 @@ what was expected, and nothing is coerced (no dtype promotion, no device moves, 
 
 from collections.abc import Mapping
 
+import torch
 from torch import Tensor
 
 _PROJECTORS = ("to_grid", "from_grid")
@@ -17,9 +18,13 @@ def check_operands(
 
 
 def check_inputs(operands: Mapping[str, Tensor], to_grid: Tensor, from_grid: Tensor,
-                 n_frames: int, *, where: str = "") -> None:
-    """Check (N, D, F, K*C) ``operands`` (named, the first one setting the shape, dtype and
-    device) with their (G, D*K) projectors and ``n_frames``; errors start with ``where``."""
+                 n_frames: int, *, compute_dtype: object = None, where: str = "") -> None:
+    """Check (N, D, F, K*C) ``operands`` (named, the first one setting the shape and device)
+    with their (G, D*K) projectors and ``n_frames``; errors start with ``where``.
+
+    Without ``compute_dtype`` every tensor has the first operand's dtype. With it (the ops'
+    mixed-precision form, which autocast uses) the projectors have ``compute_dtype`` and each
+    operand either ``compute_dtype`` or float32, read and rounded to ``compute_dtype``."""
     args = {**operands, "to_grid": to_grid, "from_grid": from_grid}
     first, *others = operands
     for name, value in args.items():
@@ -56,10 +61,23 @@ def check_inputs(operands: Mapping[str, Tensor], to_grid: Tensor, from_grid: Ten
     for name, value in args.items():
         if not value.dtype.is_floating_point:
             raise TypeError(f"{where}{name}: expected a floating-point dtype, got {value.dtype}")
-    for name in (*others, *_PROJECTORS):
-        if args[name].dtype != lead.dtype:
-            raise TypeError(f"{where}{name}: expected dtype {lead.dtype} (the dtype of {first}), "
-                            f"got {args[name].dtype}")
+    if compute_dtype is None:
+        for name in (*others, *_PROJECTORS):
+            if args[name].dtype != lead.dtype:
+                raise TypeError(f"{where}{name}: expected dtype {lead.dtype} (the dtype of "
+                                f"{first}), got {args[name].dtype}")
+    else:
+        if not isinstance(compute_dtype, torch.dtype) or not compute_dtype.is_floating_point:
+            raise TypeError(f"{where}compute_dtype: expected a floating-point torch.dtype or "
+                            f"None, got {compute_dtype!r}")
+        for name in _PROJECTORS:
+            if args[name].dtype != compute_dtype:
+                raise TypeError(f"{where}{name}: expected dtype {compute_dtype} (the "
+                                f"compute_dtype), got {args[name].dtype}")
+        for name in operands:
+            if args[name].dtype not in (compute_dtype, torch.float32):
+                raise TypeError(f"{where}{name}: expected dtype {compute_dtype} (the "
+                                f"compute_dtype) or torch.float32, got {args[name].dtype}")
     for name in (*others, *_PROJECTORS):
         if args[name].device != lead.device:
             raise ValueError(f"{where}{name}: expected device {lead.device} (the device of "

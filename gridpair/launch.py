@@ -16,7 +16,7 @@ from triton import knobs
 
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
 from gridpair.kernels import KERNELS, OPERANDS, result_dtypes
-from gridpair.probe import is_plain, needs_wide_offsets
+from gridpair.probe import is_plain, needs_wide_offsets, rounds_on_load
 
 if TYPE_CHECKING:
     from gridpair.selector import LaunchKey
@@ -97,34 +97,41 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
            key: "LaunchKey | None" = None) -> tuple[Tensor, ...]:
     """Run kernel ``op`` ("fwd", "bwd", "bwd2") with ``tile``; return its fresh results.
 
-    Operands are (N, D, F, K*C) in any strides, projectors (G, D*K) in the compute dtype;
-    operands in another dtype are rounded to it as they are loaded. Results are contiguous, each
-    in its dtype (``kernels.RESULT_DTYPE_FROM``: a gradient in its operand's, the forward's
-    output in the compute dtype). ``direct``: nothing traces this call (the eager path), so the JIT
-    runs the kernel itself and padded projectors are reused; otherwise ``wrap_triton`` records
-    the launch. ``key``, with ``direct``: the selector's key for these operands, which the
-    launch's specialization follows; the compiled kernel the JIT found for it is then launched
-    again without the JIT's binder (``_launch_resolved``).
+    Operands are (N, D, F, K*C) in any strides, projectors (G, D*K) in the compute dtype.
+    Operands in another dtype (float32 under autocast) reach the kernel as they are, rounded as
+    they are loaded, when they are real tensors; traced ones are cast to fresh contiguous
+    tensors first, a cast the compiler fuses into the kernel that makes them
+    (``probe.Signature.rounded_on_load``). Results are contiguous, each in its dtype
+    (``kernels.RESULT_DTYPE_FROM``: a gradient in its operand's, the forward's output in the
+    compute dtype), stored by the kernel. ``direct``: nothing traces this call (the eager path),
+    so the JIT runs the kernel itself and padded projectors are reused; otherwise
+    ``wrap_triton`` records the launch. ``key``, with ``direct``: the selector's key for these
+    operands, which the launch's specialization follows; the compiled kernel the JIT found for
+    it is then launched again without the JIT's binder (``_launch_resolved``).
     """
     if len(operands) != len(OPERANDS[op]):
         raise ValueError(f"{op}: expected operands {OPERANDS[op]}, got {len(operands)} tensors")
     first = operands[0]
     geometry = Geometry.of(first, to_grid, n_frames) if key is None else key.geometry
-    dtypes = result_dtypes(op, [x.dtype for x in operands], to_grid.dtype)
+    compute = to_grid.dtype
+    dtypes = result_dtypes(op, [x.dtype for x in operands], compute)
     results = tuple(torch.empty(first.shape, dtype=dtype, device=first.device)
                     for dtype in dtypes)
     n_rows = first.shape[0] * geometry.focus * geometry.channels
     if n_rows == 0:
         return results
+    # The same decision as the selector's signature, so the validated kernel is the one run;
+    # taken on the operands as given, before any cast.
+    wide = (any(needs_wide_offsets(x) for x in operands) if key is None
+            else key.signature.wide)
+    if not rounds_on_load(operands):
+        operands = cast_for_launch(operands, compute)
     pad = _reused_padding if direct else pad_projector
     args = kernel_arguments(operands, (pad(to_grid), pad(from_grid)), results, n_rows,
                             [x.stride() for x in operands])
     grid = launch_grid(n_rows, tile)
     kernel = KERNELS[op]
-    # The same decision as the selector's signature, so the validated kernel is the one run.
-    wide = (any(needs_wide_offsets(x) for x in operands) if key is None
-            else key.signature.wide)
-    constexprs = kernel_constexprs(geometry, tile, to_grid.dtype, wide)
+    constexprs = kernel_constexprs(geometry, tile, compute, wide)
     with _on_device_of(first):
         if direct and key is not None and first.is_cuda:
             _launch_resolved(kernel, (key, tile), grid, args, constexprs, tile)
@@ -133,6 +140,13 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
             runner[grid](*args, **constexprs, num_warps=tile.num_warps,
                          num_stages=tile.num_stages)
     return results
+
+
+def cast_for_launch(operands: Sequence[Tensor], compute: torch.dtype) -> list[Tensor]:
+    """Traced operands as a launch hands them to the kernel: those in another dtype cast to
+    ``compute`` as fresh contiguous tensors (the layout ``probe.signature_of`` specializes)."""
+    return [x if x.dtype == compute else x.to(compute, memory_format=torch.contiguous_format)
+            for x in operands]
 
 
 # The compiled kernel the JIT found for each (selector key, tile) of an eager launch. The key

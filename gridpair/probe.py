@@ -58,13 +58,30 @@ class Signature:
     # four strides (kernels.LAUNCH_SCALARS).
     scalars: tuple[str, ...]
     # Per operand, where some operand comes in another dtype than ``dtype`` (float32 under
-    # autocast, rounded as it is loaded); empty when every operand is in ``dtype``, so keys of
-    # one-dtype launches do not depend on how they were formed.
+    # autocast); empty when every operand is in ``dtype``, so keys of one-dtype launches do not
+    # depend on how they were formed. Each result takes its dtype from these
+    # (``kernels.RESULT_DTYPE_FROM``): the kernels store gradients in float32 themselves.
     operand_dtypes: tuple[torch.dtype, ...] = ()
+    # How such operands reach the kernel: as they are, rounded to ``dtype`` as they are loaded
+    # (a launch on real tensors, eager, where a cast would cost a kernel launch), or cast to
+    # ``dtype`` before the launch (a traced launch: Inductor fuses the cast into the kernel
+    # that makes the operand, and the kernel reads half the bytes). False with one dtype.
+    rounded_on_load: bool = False
 
     def dtypes(self) -> tuple[torch.dtype, ...]:
-        """The dtype of each operand."""
+        """The dtype of each operand of the op."""
         return self.operand_dtypes or (self.dtype,) * len(self.aligned)
+
+    def loaded_dtypes(self) -> tuple[torch.dtype, ...]:
+        """The dtype of each operand as the kernel gets it."""
+        return self.dtypes() if self.rounded_on_load else (self.dtype,) * len(self.aligned)
+
+
+def rounds_on_load(operands: Sequence[Tensor]) -> bool:
+    """Whether a launch hands these operands to the kernel in their own dtypes, to be rounded
+    to the compute dtype as they are loaded (real tensors), rather than cast first (traced
+    ones): ``Signature.rounded_on_load``."""
+    return all(is_plain(x) for x in operands)
 
 
 def mixed_dtypes(dtypes: Sequence[torch.dtype], compute: torch.dtype) -> tuple[torch.dtype, ...]:
@@ -164,24 +181,25 @@ def scalar_class(value: object) -> str:
     return f"{width}:16" if statically_known_true(value % 16 == 0) else width
 
 
-def launch_scalars(operands: Sequence[Tensor], geometry: Geometry) -> list[object]:
-    """The launch's integer arguments in kernel order: the row count, then each operand's
-    strides."""
-    n_rows = operands[0].shape[0] * geometry.focus * geometry.channels
-    return [n_rows, *(s for x in operands for s in x.stride())]
-
-
 def signature_of(operands: Sequence[Tensor], geometry: Geometry,
                  dtype: torch.dtype | None = None) -> Signature:
     """The Signature of a launch on these operands (real, fake or functional) computed in
     ``dtype`` (the projectors' dtype; by default the first operand's)."""
     compute = operands[0].dtype if dtype is None else dtype
-    if all(type(x) in _PLAIN for x in operands) and not operands[0].is_meta:
+    if rounds_on_load(operands):
         return _plain_signature(operands, geometry, compute)
-    layouts = [_layout(x) for x in operands]
-    return Signature(compute, tuple(aligned for aligned, _ in layouts),
-                     any(wide for _, wide in layouts),
-                     tuple(scalar_class(v) for v in launch_scalars(operands, geometry)),
+    aligned, wide = [], False
+    scalars = [operands[0].shape[0] * geometry.focus * geometry.channels]
+    for x in operands:
+        if x.dtype == compute:
+            x_aligned, x_wide = _layout(x)
+            scalars.extend(x.stride())
+        else:  # cast before the launch to a fresh contiguous tensor (``launch.launch``)
+            x_aligned, x_wide = True, needs_wide_offsets(x)
+            scalars.extend(contiguous_strides(geometry))
+        aligned.append(x_aligned)
+        wide = wide or x_wide
+    return Signature(compute, tuple(aligned), wide, tuple(scalar_class(v) for v in scalars),
                      mixed_dtypes([x.dtype for x in operands], compute))
 
 
@@ -206,8 +224,8 @@ def _plain_signature(operands: Sequence[Tensor], geometry: Geometry,
         aligned.append(x.data_ptr() % 16 == 0)
         wide = wide or known[0]
         classes.extend(known[1])
-    return Signature(compute, tuple(aligned), wide, tuple(classes),
-                     mixed_dtypes([x.dtype for x in operands], compute))
+    mixed = mixed_dtypes([x.dtype for x in operands], compute)
+    return Signature(compute, tuple(aligned), wide, tuple(classes), mixed, bool(mixed))
 
 
 def contiguous_signature(op: str, geometry: Geometry, dtype: torch.dtype,
@@ -230,11 +248,12 @@ def _placeholder_arguments(op: str, signature: Signature) -> list[object]:
     if len(signature.scalars) != len(LAUNCH_SCALARS[op]):
         raise ValueError(f"{op}: a signature of {len(signature.scalars)} launch scalars, "
                          f"expected {len(LAUNCH_SCALARS[op])} ({', '.join(LAUNCH_SCALARS[op])})")
-    dtypes = signature.dtypes()
-    operands = [_Operand(dtype, aligned) for dtype, aligned in zip(dtypes, signature.aligned)]
+    operands = [_Operand(dtype, aligned)
+                for dtype, aligned in zip(signature.loaded_dtypes(), signature.aligned)]
     # Padded projectors and results are fresh allocations: always aligned.
     projectors = [_Operand(signature.dtype, True) for _ in range(2)]
-    results = [_Operand(dtype, True) for dtype in result_dtypes(op, dtypes, signature.dtype)]
+    results = [_Operand(dtype, True)
+               for dtype in result_dtypes(op, signature.dtypes(), signature.dtype)]
     n_rows, *strides = (_PLACEHOLDER_VALUES[c] for c in signature.scalars)
     return kernel_arguments(operands, projectors, results, n_rows,
                             [strides[i:i + 4] for i in range(0, len(strides), 4)])

@@ -463,7 +463,8 @@ class LaunchSelector:
 
     def siblings(self, key: LaunchKey) -> list[LaunchKey]:
         """The keys of the other orders of the same launch: same device, limit, geometry,
-        compute dtype, width and row count; (grad_out, left, right) aligned and strided as in
+        compute dtype, width, row count and way of reading other dtypes
+        (``Signature.rounded_on_load``); (grad_out, left, right) aligned and strided as in
         ``key``, the rest fresh contiguous allocations. grad_out comes in the compute dtype (the
         forward's result's) unless ``key`` says otherwise, left and right in theirs, and each
         grad-grad in the dtype of the operand it is the cotangent of the gradient of."""
@@ -481,13 +482,17 @@ class LaunchSelector:
         operands = {"fwd": common[1:], "bwd": common, "bwd2": [*common, fresh, fresh]}
         operand_dtypes = {"fwd": (left, right), "bwd": (go, left, right),
                           "bwd2": (go, left, right, left, right)}
-        return [LaunchKey(op, key.device, key.limit, key.geometry,
-                          Signature(signature.dtype, tuple(a for a, _ in operands[op]),
-                                    signature.wide,
-                                    (signature.scalars[0],
-                                     *(c for _, classes in operands[op] for c in classes)),
-                                    mixed_dtypes(operand_dtypes[op], signature.dtype)))
-                for op in _SIBLINGS if op != key.op and key.op in _SIBLINGS]
+
+        def sibling(op: str) -> LaunchKey:
+            mixed = mixed_dtypes(operand_dtypes[op], signature.dtype)
+            return LaunchKey(op, key.device, key.limit, key.geometry,
+                             Signature(signature.dtype, tuple(a for a, _ in operands[op]),
+                                       signature.wide,
+                                       (signature.scalars[0],
+                                        *(c for _, classes in operands[op] for c in classes)),
+                                       mixed, signature.rounded_on_load and bool(mixed)))
+
+        return [sibling(op) for op in _SIBLINGS if op != key.op and key.op in _SIBLINGS]
 
     def candidates(self, key: LaunchKey, device_name: str) -> list[Tile]:
         """Tuned tiles for this exact device first, then the generated ladder, no repeats."""

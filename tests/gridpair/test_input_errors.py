@@ -140,3 +140,36 @@ def test_custom_ops_name_the_operand_with_another_dtype(op):
                                         rf"dtype torch\.float32 \(the dtype of "
                                         rf"{OP_OPERANDS[op][0]}\), got torch\.float64"):
         function(*args.values())
+
+
+MIXED_CASES = [
+    # (compute_dtype, tensors to convert {name: dtype}, error type, message after the op's name)
+    (torch.bfloat16, {}, TypeError,
+     r"to_grid: expected dtype torch\.bfloat16 \(the compute_dtype\), got torch\.float32"),
+    (torch.bfloat16, {"to_grid": torch.bfloat16, "from_grid": torch.float16}, TypeError,
+     r"from_grid: expected dtype torch\.bfloat16 \(the compute_dtype\), got torch\.float16"),
+    (torch.bfloat16, {"to_grid": torch.bfloat16, "from_grid": torch.bfloat16,
+                      "right": torch.float16}, TypeError,
+     r"right: expected dtype torch\.bfloat16 \(the compute_dtype\) or torch\.float32, "
+     r"got torch\.float16"),
+    (torch.bfloat16, {"to_grid": torch.bfloat16, "from_grid": torch.bfloat16,
+                      "right": torch.float64}, TypeError,
+     r"right: expected dtype torch\.bfloat16 \(the compute_dtype\) or torch\.float32, "
+     r"got torch\.float64"),
+    (torch.int32, {}, TypeError,
+     r"compute_dtype: expected a floating-point torch\.dtype or None, got torch\.int32"),
+]
+
+
+@pytest.mark.parametrize("op", ["fwd", "bwd", "bwd2"])
+@pytest.mark.parametrize(("compute_dtype", "dtypes", "error", "pattern"), MIXED_CASES,
+                         ids=[re.sub(r"\W+", "_", c[3])[:40] for c in MIXED_CASES])
+def test_mixed_precision_form_names_what_does_not_fit(op, compute_dtype, dtypes, error,
+                                                      pattern):
+    """With compute_dtype the projectors must come in it and every operand in it or in
+    float32: nothing else is rounded silently."""
+    function, args = _op_call(op, {})
+    for name, dtype in dtypes.items():
+        args[name] = args[name].to(dtype)
+    with pytest.raises(error, match=rf"gridpair::grid_pair_{op}: {pattern}"):
+        function(*args.values(), compute_dtype)

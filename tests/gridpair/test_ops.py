@@ -121,6 +121,52 @@ def test_opcheck(op, dtype):
     torch.library.opcheck(getattr(torch.ops.gridpair, op).default, args)
 
 
+def _mixed_args(op, ops):
+    """The op's mixed-precision form as autocast calls it: bfloat16 projectors and cotangent,
+    float32 coefficients and grad-grads, compute_dtype bfloat16."""
+    args = list(_op_args(op, ops.to(torch.float32)))
+    n = len(args) - 3
+    args[n:n + 2] = [p.to(torch.bfloat16) for p in args[n:n + 2]]
+    if op != "grid_pair_fwd":
+        args[0] = args[0].to(torch.bfloat16)
+    return [*args, torch.bfloat16]
+
+
+# The dtype of each result of the mixed form: the forward's output in the compute dtype, each
+# gradient in the dtype of the operand it is the gradient of.
+MIXED_RESULT_DTYPES = {
+    "grid_pair_fwd": [torch.bfloat16],
+    "grid_pair_bwd": [torch.float32, torch.float32],
+    "grid_pair_bwd2": [torch.bfloat16, torch.float32, torch.float32],
+}
+
+
+@pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
+def test_opcheck_of_the_mixed_precision_form(op):
+    ops = draw(2, 9, 2, 3, 2, 11, seed=6, layout="degree_major")
+    args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) and a.dim() == 4 else a
+                 for a in _mixed_args(op, ops))
+    torch.library.opcheck(getattr(torch.ops.gridpair, op).default, args)
+
+
+@pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
+def test_mixed_precision_form_rounds_operands_to_the_compute_dtype(op):
+    ops = draw(2, 9, 2, 3, 2, 11, seed=12)
+    args = _mixed_args(op, ops)
+    got = getattr(torch.ops.gridpair, op)(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = _reference_op(op, [a.to(torch.bfloat16) if isinstance(a, torch.Tensor) else a
+                              for a in args[:-1]])
+    for g, w, dtype in zip(got, want, MIXED_RESULT_DTYPES[op], strict=True):
+        assert g.dtype == dtype
+        torch.testing.assert_close(g, w.to(dtype), rtol=0, atol=0)
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        result = getattr(torch.ops.gridpair, op)(*fake)
+    results = result if isinstance(result, tuple) else (result,)
+    assert [r.dtype for r in results] == MIXED_RESULT_DTYPES[op]
+
+
 @pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
 def test_fake_tensors_give_shapes_and_dtypes(op):
     ops = draw(3, 9, 2, 3, 4, 23, seed=7, layout="degree_major").to(torch.float32)
@@ -158,13 +204,33 @@ def test_autocast_runs_each_op_in_the_autocast_dtype(op):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         got = getattr(torch.ops.gridpair, op)(*args)
     got = got if isinstance(got, tuple) else (got,)
-    # What the op must have computed: the reference on the operands cast to bfloat16.
+    # What the op must have computed: the reference on the operands cast to bfloat16. The
+    # forward's output comes in bfloat16, as autocast's matmuls give; a gradient comes in the
+    # dtype of its float32 operand, unrounded.
     cast = [a.to(torch.bfloat16) if isinstance(a, torch.Tensor) else a for a in args]
     want = _reference_op(op, cast)
+    dtypes = {"grid_pair_fwd": [torch.bfloat16], "grid_pair_bwd": [torch.float32] * 2,
+              "grid_pair_bwd2": [torch.float32] * 3}[op]
     assert len(got) == OP_RESULTS[op]
+    for g, w, dtype in zip(got, want, dtypes, strict=True):
+        assert g.dtype == dtype
+        torch.testing.assert_close(g, w.to(dtype), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
+def test_autocast_casts_operands_of_other_dtypes(op):
+    """Only float32 operands are left for the kernels to round: float16 ones are cast to the
+    autocast dtype, as torch casts a matmul's, and every result comes in it."""
+    ops = draw(2, 9, 2, 3, 2, 11, seed=9).to(torch.float32)
+    args = [a.half() if isinstance(a, torch.Tensor) else a for a in _op_args(op, ops)]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = getattr(torch.ops.gridpair, op)(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = _reference_op(op, [a.to(torch.bfloat16) if isinstance(a, torch.Tensor) else a
+                              for a in args])
     for g, w in zip(got, want, strict=True):
         assert g.dtype == torch.bfloat16
-        torch.testing.assert_close(g, w)
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])

@@ -147,15 +147,26 @@ def test_sibling_ops_are_validated_ahead_unreported_and_never_compiled_twice(pro
         assert set(tiles(events)) <= set(ahead)
 
 
-def test_autocast_siblings_are_the_mixed_precision_keys_the_backwards_ask(profile, compiled):
-    """Under autocast the forward reads float32 coefficients into bfloat16 dots; the backwards
-    then get a bfloat16 cotangent with float32 coefficients and grad-grads. Those are the
-    sibling keys validated ahead: asked for, they compile nothing more."""
+@pytest.mark.parametrize("traced", [False, True], ids=["real", "traced"])
+def test_autocast_siblings_are_the_mixed_precision_keys_the_backwards_ask(profile, compiled,
+                                                                          traced):
+    """Under autocast the forward gets float32 coefficients with bfloat16 projectors; the
+    backwards then get a bfloat16 cotangent with float32 coefficients and grad-grads. Those are
+    the sibling keys validated ahead, for real tensors (rounded as they are loaded) and traced
+    ones (cast first): asked for, they compile nothing more."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
     profile(SMALL_DEVICE)
     selector = LaunchSelector(workers=2)
-    single = torch.zeros(2, 16, 1, 16)
-    half = single.to(torch.bfloat16)
-    projectors = (torch.zeros(32, 16, dtype=torch.bfloat16),) * 2
+    mode = FakeTensorMode() if traced else None
+
+    def tensor(*shape, dtype=torch.float32):
+        value = torch.zeros(*shape, dtype=dtype)
+        return mode.from_tensor(value) if mode is not None else value
+
+    single = tensor(2, 16, 1, 16)
+    half = tensor(2, 16, 1, 16, dtype=torch.bfloat16)
+    projectors = (tensor(32, 16, dtype=torch.bfloat16),) * 2
     selector.choose("fwd", [single, single], projectors, 1)
     assert selector.idle(timeout=600)
     assert {op for op, _ in compiled} == {"fwd", "bwd", "bwd2"}

@@ -561,6 +561,50 @@ def test_a_mixed_precision_signature_is_tritons_specialization_too(op):
         [x.to(half) for x in operands], geometry)
 
 
+@pytest.mark.parametrize("layout", ["channel_strided", "degree_major", "offset"])
+@pytest.mark.parametrize("op", ["fwd", "bwd2"])
+def test_a_traced_mixed_precision_launch_is_specialized_as_cast(op, layout):
+    """Traced, float32 operands are cast to fresh contiguous bfloat16 tensors before the launch
+    (Inductor fuses the cast), and the kernel stores the gradients in float32. The signature
+    formed from the traced operands is the binder's specialization of that launch: bfloat16
+    operand pointers, aligned, with contiguous strides whatever the float32 operand's layout."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    from gridpair.geometry import kernel_arguments
+    from gridpair.launch import cast_for_launch, pad_projector
+    from gridpair.probe import _placeholder_arguments, signature_of
+
+    single, half = torch.float32, torch.bfloat16
+    operands, geometry = _operands(layout, op)
+    if op == "bwd2":
+        operands[0] = operands[0].to(half)  # a cotangent already in bfloat16 is not cast
+    with FakeTensorMode() as mode:
+        traced = signature_of([mode.from_tensor(x) for x in operands], geometry, half)
+    assert not traced.rounded_on_load and traced.dtype == half
+    assert traced.operand_dtypes == tuple(x.dtype for x in operands)
+    cast = cast_for_launch(operands, half)
+    if layout != "offset":
+        assert cast[-1].stride() != operands[-1].stride()  # the cast changed the layout
+    projectors = [pad_projector(torch.zeros(16, geometry.slots, dtype=half)) for _ in range(2)]
+    result_dtypes = {"fwd": [half], "bwd2": [half, single, single]}[op]
+    results = [torch.empty(operands[0].shape, dtype=dtype) for dtype in result_dtypes]
+    n_rows = operands[0].shape[0] * geometry.focus * geometry.channels
+    launched_args = kernel_arguments(cast, projectors, results, n_rows,
+                                     [x.stride() for x in cast])
+    kernel = KERNELS[op]
+    binder = create_function_from_signature(kernel.signature, kernel.params,
+                                            make_backend(GPUTarget("cuda", 90, 32)))
+    constants = kernel_constexprs(geometry, Tile(16, 16, 1, 4), half, False)
+    _, launched, _ = binder(*launched_args, **constants)
+    _, validated, _ = binder(*_placeholder_arguments(op, traced), **constants)
+    assert validated == launched
+    # The same operands as real tensors are another launch: read as float32, rounded on load.
+    real = signature_of(operands, geometry, half)
+    assert real.rounded_on_load and real != traced
+
+
 def _symbolic(shape, dynamic=0):
     """A fake tensor whose dimension ``dynamic`` (None: none) is a symbol with hint
     shape[dynamic], as Dynamo and make_fx trace it."""
