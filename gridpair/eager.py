@@ -19,9 +19,9 @@ launch) and store each gradient in its operand's float32, so the step has no cas
 no autograd nodes for them, which eagerly cost more host time than they save on the GPU (P147
 bf16 force step 2.23 -> 1.63 ms, docs/evidence/h200/round7). Traced, the custom ops cast those
 operands first instead, a cast Inductor fuses into the kernel that makes them: the kernels
-then read half the bytes (float32 reads cost the compiled step 0.654 against 0.588 ms, round 7
-calls 1 and 2). The two launches differ in ``probe.Signature.rounded_on_load``; each is
-validated before it runs.
+then read half the bytes (float32 reads cost the compiled step 0.654 ms against 0.558 ms
+casting first, round 7 calls 1 and 4). The two launches differ in
+``probe.Signature.rounded_on_load``; each is validated before it runs.
 """
 
 from collections.abc import Sequence
