@@ -495,67 +495,67 @@ def _operands(layout, op):
     return [one(seed) for seed in range(OPERAND_COUNT[op])], Geometry(4, 2, 1, 24, 16)
 
 
+def _binder_agrees(op, signature, launched, geometry, result_dtypes):
+    """Whether Triton's JIT binder specializes the validation compile's placeholders for
+    ``signature`` exactly as the real launch of ``launched`` operands (the tensors the kernel
+    gets) with fresh results of ``result_dtypes`` and padded projectors."""
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    from gridpair.geometry import kernel_arguments
+    from gridpair.launch import pad_projector
+    from gridpair.probe import _placeholder_arguments
+
+    compute = signature.dtype
+    projectors = [pad_projector(torch.zeros(16, geometry.slots, dtype=compute))
+                  for _ in range(2)]
+    results = [torch.empty(launched[0].shape, dtype=dtype) for dtype in result_dtypes]
+    n_rows = launched[0].shape[0] * geometry.focus * geometry.channels
+    real = kernel_arguments(launched, projectors, results, n_rows,
+                            [x.stride() for x in launched])
+    kernel = KERNELS[op]
+    binder = create_function_from_signature(kernel.signature, kernel.params,
+                                            make_backend(GPUTarget("cuda", 90, 32)))
+    constants = kernel_constexprs(geometry, Tile(16, 16, 1, 4), compute, False)
+    _, specialized, _ = binder(*real, **constants)
+    _, validated, _ = binder(*_placeholder_arguments(op, signature), **constants)
+    return validated == specialized
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("op", ["fwd", "bwd2"])
 def test_the_signature_is_the_specialization_of_tritons_own_binder(op, layout):
     """A launch's Signature against Triton's JIT binder on the launch's real arguments: the
     validation compile's placeholders specialize every argument as the real launch does."""
-    from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
-
-    from gridpair.geometry import kernel_arguments
-    from gridpair.launch import pad_projector
-    from gridpair.probe import _placeholder_arguments, signature_of
+    from gridpair.probe import signature_of
 
     operands, geometry = _operands(layout, op)
-    projectors = [pad_projector(torch.zeros(16, geometry.slots)) for _ in range(2)]
-    results = [torch.empty(operands[0].shape) for _ in range({"fwd": 1, "bwd2": 3}[op])]
-    n_rows = operands[0].shape[0] * geometry.focus * geometry.channels
-    real = kernel_arguments(operands, projectors, results, n_rows,
-                            [x.stride() for x in operands])
-    kernel = KERNELS[op]
-    binder = create_function_from_signature(kernel.signature, kernel.params,
-                                            make_backend(GPUTarget("cuda", 90, 32)))
-    constants = kernel_constexprs(geometry, Tile(16, 16, 1, 4), torch.float32, False)
     signature = signature_of(operands, geometry)
-    _, launched, _ = binder(*real, **constants)
-    _, validated, _ = binder(*_placeholder_arguments(op, signature), **constants)
-    assert validated == launched
+    assert _binder_agrees(op, signature, operands, geometry,
+                          [torch.float32] * {"fwd": 1, "bwd2": 3}[op])
     if layout == "offset":  # the operands' alignment is in it too
         assert signature.aligned == tuple(seed % 4 == 0 for seed in range(len(operands)))
 
 
+# Autocast's launches: the forward's result in bfloat16, each gradient in its operand's dtype
+# (float32 coefficients, a bfloat16 cotangent).
+MIXED_RESULTS = {"fwd": [torch.bfloat16], "bwd2": [torch.bfloat16, torch.float32, torch.float32]}
+
+
 @pytest.mark.parametrize("op", ["fwd", "bwd2"])
 def test_a_mixed_precision_signature_is_tritons_specialization_too(op):
-    """As autocast launches: float32 coefficients, a bfloat16 cotangent and projectors; the
-    forward's result in bfloat16, each gradient in its operand's dtype."""
-    from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
+    """As autocast launches real tensors: float32 coefficients read as they are, a bfloat16
+    cotangent and projectors."""
+    from gridpair.probe import signature_of
 
-    from gridpair.geometry import kernel_arguments
-    from gridpair.launch import pad_projector
-    from gridpair.probe import _placeholder_arguments, signature_of
-
-    single, half = torch.float32, torch.bfloat16
+    half = torch.bfloat16
     operands, geometry = _operands("contiguous", op)
     if op == "bwd2":
         operands[0] = operands[0].to(half)
-    projectors = [pad_projector(torch.zeros(16, geometry.slots, dtype=half)) for _ in range(2)]
-    result_dtypes = {"fwd": [half], "bwd2": [half, single, single]}[op]
-    results = [torch.empty(operands[0].shape, dtype=dtype) for dtype in result_dtypes]
-    n_rows = operands[0].shape[0] * geometry.focus * geometry.channels
-    real = kernel_arguments(operands, projectors, results, n_rows,
-                            [x.stride() for x in operands])
-    kernel = KERNELS[op]
-    binder = create_function_from_signature(kernel.signature, kernel.params,
-                                            make_backend(GPUTarget("cuda", 90, 32)))
-    constants = kernel_constexprs(geometry, Tile(16, 16, 1, 4), half, False)
     signature = signature_of(operands, geometry, half)
     assert signature.dtype == half and signature.operand_dtypes == tuple(
         x.dtype for x in operands)
-    _, launched, _ = binder(*real, **constants)
-    _, validated, _ = binder(*_placeholder_arguments(op, signature), **constants)
-    assert validated == launched
+    assert _binder_agrees(op, signature, operands, geometry, MIXED_RESULTS[op])
     # One dtype throughout is the plain key, however it is formed.
     assert signature_of([x.to(half) for x in operands], geometry, half) == signature_of(
         [x.to(half) for x in operands], geometry)
@@ -569,14 +569,11 @@ def test_a_traced_mixed_precision_launch_is_specialized_as_cast(op, layout):
     formed from the traced operands is the binder's specialization of that launch: bfloat16
     operand pointers, aligned, with contiguous strides whatever the float32 operand's layout."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
 
-    from gridpair.geometry import kernel_arguments
-    from gridpair.launch import cast_for_launch, pad_projector
-    from gridpair.probe import _placeholder_arguments, signature_of
+    from gridpair.launch import cast_for_launch
+    from gridpair.probe import signature_of
 
-    single, half = torch.float32, torch.bfloat16
+    half = torch.bfloat16
     operands, geometry = _operands(layout, op)
     if op == "bwd2":
         operands[0] = operands[0].to(half)  # a cotangent already in bfloat16 is not cast
@@ -587,19 +584,7 @@ def test_a_traced_mixed_precision_launch_is_specialized_as_cast(op, layout):
     cast = cast_for_launch(operands, half)
     if layout != "offset":
         assert cast[-1].stride() != operands[-1].stride()  # the cast changed the layout
-    projectors = [pad_projector(torch.zeros(16, geometry.slots, dtype=half)) for _ in range(2)]
-    result_dtypes = {"fwd": [half], "bwd2": [half, single, single]}[op]
-    results = [torch.empty(operands[0].shape, dtype=dtype) for dtype in result_dtypes]
-    n_rows = operands[0].shape[0] * geometry.focus * geometry.channels
-    launched_args = kernel_arguments(cast, projectors, results, n_rows,
-                                     [x.stride() for x in cast])
-    kernel = KERNELS[op]
-    binder = create_function_from_signature(kernel.signature, kernel.params,
-                                            make_backend(GPUTarget("cuda", 90, 32)))
-    constants = kernel_constexprs(geometry, Tile(16, 16, 1, 4), half, False)
-    _, launched, _ = binder(*launched_args, **constants)
-    _, validated, _ = binder(*_placeholder_arguments(op, traced), **constants)
-    assert validated == launched
+    assert _binder_agrees(op, traced, cast, geometry, MIXED_RESULTS[op])
     # The same operands as real tensors are another launch: read as float32, rounded on load.
     real = signature_of(operands, geometry, half)
     assert real.rounded_on_load and real != traced
