@@ -15,6 +15,10 @@ and operand strides are launch scalars (``LAUNCH_SCALARS``) that Triton speciali
 only (1, a multiple of 16, 32 or 64 bits; ``probe.scalar_class``), as Inductor does when it
 compiles these kernels: one compiled kernel serves every batch size of a class, and the kernel
 validated with placeholders of those classes is the kernel that runs, eager or compiled.
+
+The dots run in the projectors' dtype (the compute dtype). Under autocast an operand may come in
+float32: each row tile is rounded to the compute dtype as it is loaded, so the dots see what a
+cast before the launch gives, and a gradient of a float32 operand is stored in float32.
 """
 
 from collections.abc import Sequence
@@ -41,8 +45,8 @@ RESULTS = {
     "bwd2": ("grad_grad_out", "grad2_left", "grad2_right"),
 }
 # Where each result's dtype comes from: the operand at that index (a gradient takes the dtype of
-# the operand it is the gradient of), or None for the compute dtype (the projectors'). Operands
-# of another dtype than the projectors (float32 under autocast) are rounded as they are loaded.
+# the operand it is the gradient of), or None for the compute dtype (the projectors'). The
+# kernels store each result in its dtype from fp32 accumulators.
 RESULT_DTYPE_FROM = {
     "fwd": (None,),
     "bwd": (1, 2),
