@@ -24,14 +24,17 @@ casting first, round 7 calls 1 and 4). The two launches differ in
 ``probe.Signature.rounded_on_load``; each is validated before it runs.
 """
 
+import weakref
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-from gridpair import reference
-from gridpair.launch import ProjectorCache, launch
+from gridpair import devices, reference
+from gridpair.devices import DeviceLimits
+from gridpair.launch import DirectLaunch, ProjectorCache, launch
 from gridpair.ops import autocast_eligible
+from gridpair.probe import rounds_on_load
 from gridpair.selector import LaunchSelector, active_selector
 
 
@@ -65,6 +68,25 @@ def _cast(projector: Tensor, dtype: torch.dtype) -> Tensor:
     return _CASTS[dtype](projector)
 
 
+# The launch prepared for each layout of each op's operands (``launch.DirectLaunch``), with
+# the selector and revision it was chosen under. In the step, the selector's key and the
+# launch's preparation cost more host time than the kernel's own launch (docs/evidence/h200/
+# round8); everything they read from the operands is in the layout, so a repeat call on the
+# same layout asks no more than a dict lookup, while the selector's cached decisions are the
+# ones it made (``LaunchSelector.revision``).
+_PREPARED: dict[tuple, tuple[weakref.ref, int, DirectLaunch]] = {}
+
+
+def _layout(op: str, operands: Sequence[Tensor], to_grid: Tensor, n_frames: int,
+            limits: DeviceLimits) -> tuple:
+    """All the selector's key and a launch's preparation read: the device and its limit, the
+    compute dtype, the geometry and each operand's class, shape, strides, dtype and
+    alignment."""
+    return (op, n_frames, limits.identity, limits.shared, to_grid.dtype, to_grid.shape,
+            *[(type(x), x.shape, x.stride(), x.dtype, x.data_ptr() % 16 == 0)
+              for x in operands])
+
+
 def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
              n_frames: int, selector: LaunchSelector) -> tuple[Tensor, ...]:
     """The launch the op would make (same selector question first), or the reference
@@ -72,7 +94,29 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
     # No .contiguous() here, unlike the ops: the launch reads padded copies, contiguous
     # whatever the projectors' layout, and cached per projector only if it is the caller's.
     if type(selector).choose is LaunchSelector.choose and type(selector).key is LaunchSelector.key:
+        limits = devices.limits_for(operands[0].device)
+        layout = None
+        if limits is not None:
+            layout = _layout(op, operands, to_grid, n_frames, limits)
+            prepared = _PREPARED.get(layout)
+            if (prepared is not None and prepared[0]() is selector
+                    and prepared[1] == selector.revision):
+                if selector.listened:  # they hear of every choice, cached ones too
+                    selector.choose_keyed(op, operands, (to_grid, from_grid), n_frames)
+                return prepared[2](operands, to_grid, from_grid)
         key, tile = selector.choose_keyed(op, operands, (to_grid, from_grid), n_frames)
+        if layout is not None and key is not None and tile is not None \
+                and rounds_on_load(operands):
+            direct = DirectLaunch(op, key, tile, operands)
+            # The revision under which the decision is held: read before looking it up, so a
+            # reset or a new decision after the lookup makes this launch stale.
+            revision = selector.revision
+            if any(decision.key == key and decision.admitted is not None
+                   and decision.admitted.tile == tile for decision in selector.cached()):
+                if len(_PREPARED) >= 1024:
+                    _PREPARED.clear()
+                _PREPARED[layout] = (weakref.ref(selector), revision, direct)
+            return direct(operands, to_grid, from_grid)
     else:  # a selector that chooses or keys otherwise: ask it, launch through the JIT
         key, tile = None, selector.choose(op, operands, (to_grid, from_grid), n_frames)
     if tile is not None:

@@ -111,6 +111,8 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     """
     if len(operands) != len(OPERANDS[op]):
         raise ValueError(f"{op}: expected operands {OPERANDS[op]}, got {len(operands)} tensors")
+    if direct and key is not None and rounds_on_load(operands):
+        return DirectLaunch(op, key, tile, operands)(operands, to_grid, from_grid)
     first = operands[0]
     geometry = Geometry.of(first, to_grid, n_frames) if key is None else key.geometry
     compute = to_grid.dtype
@@ -133,13 +135,65 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     kernel = KERNELS[op]
     constexprs = kernel_constexprs(geometry, tile, compute, wide)
     with _on_device_of(first):
-        if direct and key is not None and first.is_cuda:
-            _launch_resolved(kernel, (key, tile), grid, args, constexprs, tile)
-        else:
-            runner = kernel if direct or interpreted() else wrap_triton(kernel)
-            runner[grid](*args, **constexprs, num_warps=tile.num_warps,
-                         num_stages=tile.num_stages)
+        runner = kernel if direct or interpreted() else wrap_triton(kernel)
+        runner[grid](*args, **constexprs, num_warps=tile.num_warps, num_stages=tile.num_stages)
     return results
+
+
+class DirectLaunch:
+    """An eager launch of kernel ``op`` with the selector's ``key`` and ``tile``, prepared
+    once for operands laid out as ``operands`` are: result dtypes, grid, strides and
+    constexprs, which ``key`` and the layout fix. Calling it on operands of that layout (same
+    shapes, strides and dtypes; real tensors that nothing traces) allocates the results, pads
+    the projectors (reused while unchanged) and launches: the compiled kernel the JIT found
+    for (key, tile) on CUDA (``_launch_resolved``), the JIT under the interpreter. The eager
+    path keeps one per layout (``gridpair.eager``), so a repeat launch does no more."""
+
+    __slots__ = (
+        "_constexprs",
+        "_device",
+        "_dtypes",
+        "_grid",
+        "_kernel",
+        "_n_rows",
+        "_shape",
+        "_strides",
+        "key",
+        "op",
+        "tile",
+    )
+
+    def __init__(self, op: str, key: "LaunchKey", tile: Tile, operands: Sequence[Tensor]) -> None:
+        first = operands[0]
+        geometry = key.geometry
+        self.op, self.key, self.tile = op, key, tile
+        self._shape, self._device = first.shape, first.device
+        self._dtypes = result_dtypes(op, [x.dtype for x in operands], key.signature.dtype)
+        self._n_rows = first.shape[0] * geometry.focus * geometry.channels
+        self._grid = launch_grid(self._n_rows, tile)
+        self._strides = [x.stride() for x in operands]
+        self._constexprs = kernel_constexprs(geometry, tile, key.signature.dtype,
+                                             key.signature.wide)
+        self._kernel = KERNELS[op]
+
+    def __call__(self, operands: Sequence[Tensor], to_grid: Tensor,
+                 from_grid: Tensor) -> tuple[Tensor, ...]:
+        first = operands[0]
+        results = tuple(torch.empty(self._shape, dtype=dtype, device=self._device)
+                        for dtype in self._dtypes)
+        if not self._n_rows:
+            return results
+        args = kernel_arguments(operands, (_reused_padding(to_grid), _reused_padding(from_grid)),
+                                results, self._n_rows, self._strides)
+        tile = self.tile
+        with _on_device_of(first):
+            if first.is_cuda:
+                _launch_resolved(self._kernel, (self.key, tile), self._grid, args,
+                                 self._constexprs, tile)
+            else:
+                self._kernel[self._grid](*args, **self._constexprs, num_warps=tile.num_warps,
+                                         num_stages=tile.num_stages)
+        return results
 
 
 def cast_for_launch(operands: Sequence[Tensor], compute: torch.dtype) -> list[Tensor]:

@@ -369,6 +369,8 @@ class LaunchSelector:
         self._tasks: dict[tuple[LaunchKey, Tile], _Task] = {}
         self._tasks_lock = threading.RLock()
         self._generation = 0
+        # Bumped whenever a decision is cached, replaced or forgotten (``revision``).
+        self._revision = 0
         self._pool: _Workers | None = None
         _LIVE_SELECTORS.add(self)
 
@@ -378,11 +380,24 @@ class LaunchSelector:
         validated ahead: queued ones are cancelled, running ones finish unheard."""
         with self._lock:
             self._decisions.clear()
+            self._revision += 1
             with self._tasks_lock:
                 self._generation += 1
                 for task in self._tasks.values():
                     task.cancel()
                 self._tasks.clear()
+
+    @property
+    def revision(self) -> int:
+        """A number that changes whenever a cached decision is added, replaced or forgotten:
+        a caller that keeps what it derived from ``choose_keyed`` (the eager path's prepared
+        launches) uses it while the revision it was derived under holds."""
+        return self._revision
+
+    @property
+    def listened(self) -> bool:
+        """Whether any listener is subscribed, to be told of every choice, cached ones too."""
+        return bool(self._listeners)
 
     def subscribe(self, listener: Callable[[LaunchEvent], None]) -> Callable[[], None]:
         """Call ``listener(event)`` for every probe, admission and fallback until unsubscribed."""
@@ -455,6 +470,7 @@ class LaunchSelector:
         else:
             decision = self._search(key, limits, probe_all, start)
         self._decisions[key] = decision
+        self._revision += 1
         self._forget_tasks(key)
         if siblings and key.signature.dtype in FUSED_DTYPES:
             for sibling in self.siblings(key):

@@ -90,7 +90,7 @@ class _CoarseKeySelector(LaunchSelector):
 
 
 def test_only_the_selectors_own_key_finds_a_resolved_kernel(monkeypatch):
-    """The eager path hands its launch the selector's key (which finds a kernel the JIT
+    """The eager path prepares its launch with the selector's key (which finds a kernel the JIT
     resolved before) only where that key is LaunchSelector's own, the launch's whole
     specialization; a selector that keys otherwise gets launches through the JIT."""
     from gridpair import eager
@@ -99,14 +99,22 @@ def test_only_the_selectors_own_key_finds_a_resolved_kernel(monkeypatch):
     keys = []
 
     def recording_launch(op, operands, to_grid, from_grid, n_frames, tile, **kwargs):
-        keys.append(kwargs.get("key"))
+        keys.append(("jit", kwargs.get("key")))
         return (torch.empty(operands[0].shape),)
 
+    class RecordingDirectLaunch:
+        def __init__(self, op, key, tile, operands):
+            keys.append(("direct", key))
+
+        def __call__(self, operands, to_grid, from_grid):
+            return (torch.empty(operands[0].shape),)
+
     monkeypatch.setattr(eager, "launch", recording_launch)
+    monkeypatch.setattr(eager, "DirectLaunch", RecordingDirectLaunch)
     left, right = torch.zeros(2, 4, 1, 16), torch.zeros(2, 4, 1, 16)
     projector = torch.zeros(16, 4)
     for selector in (LaunchSelector(), _CoarseKeySelector()):
         eager._compute("fwd", (left, right), projector, projector, 1, selector)
-    own, coarse = keys
-    assert own is not None and own.signature.scalars[0] == "i32:16"  # 2 nodes * 16 channels
-    assert coarse is None
+    (own_path, own), (coarse_path, coarse) = keys
+    assert own_path == "direct" and own.signature.scalars[0] == "i32:16"  # 2 nodes * 16 ch.
+    assert (coarse_path, coarse) == ("jit", None)

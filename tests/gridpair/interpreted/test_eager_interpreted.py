@@ -6,6 +6,7 @@ The selector here admits one small tile without compiling (validation is covered
 GRIDPAIR_DEVICE gives CPU operands a device to validate for.
 """
 
+import dataclasses
 import os
 
 import pytest
@@ -201,3 +202,154 @@ def test_strided_projectors_are_padded_once_and_computed_right(selector, launche
                         lambda projector: padded.append(projector) or real_pad(projector))
     force_quantities(grid_pair, strided)  # a second step: the caller's projectors are the keys
     assert len(launches) == 6 and padded == []
+
+
+class AdmitsSmall(LaunchSelector):
+    """Admits SMALL for every key with LaunchSelector's own choose and key (so the eager path
+    keeps its prepared launches), without compiling; records what it validates and every
+    choose_keyed it is asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.validated: list = []
+        self.asked: list = []
+
+    def candidates(self, key, device_name):
+        return [SMALL]
+
+    def validate(self, key, tile, limits):
+        self.validated.append(key)
+        return Compiled(0, None)
+
+    def choose_keyed(self, op, operands, projectors, n_frames):
+        chosen = super().choose_keyed(op, operands, projectors, n_frames)
+        self.asked.append(chosen[0])
+        return chosen
+
+
+@pytest.fixture
+def own_keys(monkeypatch):
+    monkeypatch.setenv("GRIDPAIR_DEVICE", "h200")
+    with using_selector(AdmitsSmall()) as chosen:
+        yield chosen
+
+
+def forward(left, right, ops):
+    return grid_pair(left, right, ops.to_grid, ops.from_grid, ops.n_frames)
+
+
+def assert_forward_right(out, left, right, ops):
+    exact = reference.fwd(left.double(), right.double(), ops.to_grid.double(),
+                          ops.from_grid.double(), ops.n_frames)
+    assert (out.double() - exact).norm() <= 1e-5 * exact.norm()
+
+
+def test_a_repeat_launch_on_the_same_layout_reuses_its_prepared_launch(own_keys):
+    ops = draw(3, 9, 2, 3, 5, 23, seed=38).to(torch.float32)
+    first = forward(ops.left, ops.right, ops)
+    assert len(own_keys.asked) == 1 and len(own_keys.validated) == 1
+    # New tensors, new values, the same layout: nothing asked, the same kernel's result.
+    left, right = ops.left.clone() * 2, ops.right.clone()
+    again = forward(left, right, ops)
+    assert len(own_keys.asked) == 1
+    assert_forward_right(first, ops.left, ops.right, ops)
+    assert_forward_right(again, left, right, ops)
+    assert torch.equal(again, 2 * first)  # exact: a power of two scales each product exactly
+
+
+def test_each_layout_the_key_reads_is_asked_and_launched_for_itself(own_keys):
+    """Strides, alignment, dtype, node count and frames each ask the selector again (some
+    make another key, all another launch): a launch prepared for one layout must not run on
+    another (it would read the operands with the wrong strides or sizes, or with a kernel
+    specialized for another alignment)."""
+    ops = draw(3, 9, 2, 3, 5, 23, seed=39).to(torch.float32)
+    forward(ops.left, ops.right, ops)
+
+    def unaligned(x):  # the same values 4 bytes past a 16-byte boundary
+        storage = torch.empty(x.numel() + 1, dtype=x.dtype)[1:]
+        return storage.view(x.shape).copy_(x)
+
+    strided = draw(3, 9, 2, 3, 5, 23, seed=39, layout="degree_major_aligned").to(torch.float32)
+    variants = [
+        ("strides", strided.left, strided.right, strided),
+        ("alignment", unaligned(ops.left), ops.right, ops),
+        ("dtype", ops.left.half(), ops.right.half(), ops.to(torch.float16)),
+        ("nodes", ops.left[:2], ops.right[:2], ops),
+    ]
+    six = draw(3, 9, 2, 6, 5, 23, seed=39).to(torch.float32)
+    six = dataclasses.replace(six, left=six.left.reshape(3, 9, 2, 6 * 5),
+                              right=six.right.reshape(3, 9, 2, 6 * 5))
+    variants.append(("frames", six.left, six.right, six))
+    for name, left, right, variant in variants:
+        for _ in range(2):  # the base layout prepared under the selector's latest revision
+            forward(ops.left, ops.right, ops)
+        asked = len(own_keys.asked)
+        forward(ops.left, ops.right, ops)
+        assert len(own_keys.asked) == asked, name
+        out = forward(left, right, variant)
+        assert len(own_keys.asked) == asked + 1, name
+        exact = reference.fwd(left.double(), right.double(), variant.to_grid.double(),
+                              variant.from_grid.double(), variant.n_frames)
+        tolerance = 2e-3 if left.dtype == torch.float16 else 1e-5
+        assert (out.double() - exact).norm() <= tolerance * exact.norm(), name
+    assert (False, True) in [key.signature.aligned for key in own_keys.asked]
+
+
+def test_each_operand_dtype_is_part_of_the_layout(own_keys):
+    """Under autocast float32 operands meet float16 projectors: not the launch prepared for
+    float16 operands, whose kernel would read float32 bytes as float16."""
+    ops = draw(3, 9, 2, 3, 5, 23, seed=44).to(torch.float32)
+    half = ops.to(torch.float16)
+    for _ in range(2):
+        forward(half.left, half.right, half)
+    asked = len(own_keys.asked)
+    with torch.autocast("cpu", dtype=torch.float16):
+        out = forward(ops.left, ops.right, ops)  # float32 projectors, cast by autocast
+    assert len(own_keys.asked) == asked + 1
+    assert own_keys.asked[-1].signature.operand_dtypes == (torch.float32, torch.float32)
+    exact = reference.fwd(ops.left.double(), ops.right.double(), half.to_grid.double(),
+                          half.from_grid.double(), ops.n_frames)
+    assert (out.double() - exact).norm() <= 2e-3 * exact.norm()
+
+
+def test_a_reset_selector_is_asked_and_validates_again(own_keys):
+    ops = draw(3, 9, 2, 3, 5, 23, seed=40).to(torch.float32)
+    forward(ops.left, ops.right, ops)
+    own_keys.reset()
+    forward(ops.left, ops.right, ops)
+    assert len(own_keys.asked) == 2 and len(own_keys.validated) == 2
+
+
+def test_a_new_shared_memory_cap_is_another_key(own_keys, monkeypatch):
+    from gridpair.harness import SMEM_LIMIT_ENV
+
+    ops = draw(3, 9, 2, 3, 5, 23, seed=41).to(torch.float32)
+    forward(ops.left, ops.right, ops)
+    monkeypatch.setenv(SMEM_LIMIT_ENV, "101376")
+    forward(ops.left, ops.right, ops)
+    assert [key.limit for key in own_keys.asked][1] == 101376
+    assert own_keys.asked[0].limit > 101376
+
+
+def test_another_selector_makes_its_own_choice(own_keys):
+    ops = draw(3, 9, 2, 3, 5, 23, seed=42).to(torch.float32)
+    forward(ops.left, ops.right, ops)
+    with using_selector(AdmitsSmall()) as other:
+        forward(ops.left[:2], ops.right[:2], ops)  # the same revision as own_keys now
+        assert other.revision == own_keys.revision
+        forward(ops.left, ops.right, ops)
+    assert len(other.asked) == 2
+
+
+def test_listeners_hear_of_every_launch_prepared_or_not(own_keys):
+    ops = draw(3, 9, 2, 3, 5, 23, seed=43).to(torch.float32)
+    forward(ops.left, ops.right, ops)
+    events = []
+    unsubscribe = own_keys.subscribe(events.append)
+    try:
+        for _ in range(3):
+            forward(ops.left, ops.right, ops)
+    finally:
+        unsubscribe()
+    assert [(event.kind, event.op, event.outcome) for event in events] == [
+        ("admit", "fwd", "cached")] * 3
