@@ -10,6 +10,7 @@ A candidate over the shared-memory limit is rejected as soon as the compiler kno
 (see ``_rejecting_past``), rather than after PTX and ptxas.
 """
 
+import functools
 import struct
 import threading
 from collections.abc import Iterator, Sequence
@@ -279,6 +280,7 @@ def _install_early_rejection() -> None:
     if getattr(make_llir, "_gridpair_early_rejection", False):
         return
 
+    @functools.wraps(make_llir)
     def make_llir_rejecting_past_limit(self, src, metadata, *args, **kwargs):
         llir = make_llir(self, src, metadata, *args, **kwargs)
         limit = getattr(_validation, "shared_limit", None)
@@ -308,6 +310,10 @@ def _install_front_end_lock() -> None:
     if getattr(make_ir, "_gridpair_front_end_lock", False):
         return
 
+    # wraps: torch's wrap_triton reads make_ir's signature to call it (its argument list
+    # changed across Triton versions); a bare (*args) makes it pick the wrong call, fail, and
+    # take every operand of our kernels for written, which costs compiled steps copies.
+    @functools.wraps(make_ir)
     def make_ir_one_thread_at_a_time(self, *args, **kwargs):
         with _FRONT_END:
             return make_ir(self, *args, **kwargs)

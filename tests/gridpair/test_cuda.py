@@ -174,11 +174,11 @@ def test_the_eager_path_runs_the_validated_kernels_and_agrees_with_the_ops(trito
     events = []
     selector.subscribe(events.append)
     direct = []
-    real_launch = gridpair.eager.launch
+    real_launch = gridpair.launch._launch_resolved
 
-    def spy(op, *args, **kwargs):
-        direct.append(op)
-        return real_launch(op, *args, **kwargs)
+    def spy(kernel, memo, *args, **kwargs):  # every direct CUDA launch, memo = (key, tile)
+        direct.append(memo[0].op)
+        return real_launch(kernel, memo, *args, **kwargs)
 
     def through_ops(left, right, to_grid, from_grid, n_frames):
         check_operands(left, right, to_grid, from_grid, n_frames)
@@ -187,7 +187,7 @@ def test_the_eager_path_runs_the_validated_kernels_and_agrees_with_the_ops(trito
     ops = draw(300, 49, 2, 3, 96, 584, seed=9, device="cuda").to(torch.float32)
     amp = (torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16-amp"
            else contextlib.nullcontext())
-    gridpair.eager.launch = spy
+    gridpair.launch._launch_resolved = spy
     try:
         with using_selector(selector), amp:
             eager = force_quantities(grid_pair, ops)
@@ -198,7 +198,7 @@ def test_the_eager_path_runs_the_validated_kernels_and_agrees_with_the_ops(trito
             assert [e.op for e in events if e.kind == "admit"] == direct
             through = force_quantities(through_ops, ops)
     finally:
-        gridpair.eager.launch = real_launch
+        gridpair.launch._launch_resolved = real_launch
     assert direct == ["fwd", "bwd", "bwd2"]  # the ops' chain never takes the eager launch
     bound = 2e-2 if precision == "bf16-amp" else 1e-5
     for name in eager:

@@ -125,3 +125,43 @@ def test_one_thread_at_a_time_runs_the_compiler_front_end(monkeypatch):
     second.join()
     assert errors == []
     assert [kind for kind, _ in spans] == ["enter", "leave", "enter", "leave"]
+
+
+@pytest.mark.parametrize("op", ["fwd", "bwd", "bwd2"])
+def test_torch_sees_that_the_kernels_write_only_their_results(op, monkeypatch, caplog):
+    """wrap_triton reads each kernel's TTIR to learn which tensors it writes; whatever it cannot
+    analyse it takes for written, so a traced step copies operands that the kernel only reads.
+    It calls ASTSource.make_ir by the signature it finds, through gridpair's front-end lock."""
+    from torch._higher_order_ops import triton_kernel_wrap
+
+    from gridpair.geometry import kernel_arguments, kernel_constexprs
+    from gridpair.kernels import KERNELS, OPERANDS, RESULT_DTYPE_FROM
+    from gridpair.launch import pad_projector
+    from gridpair.probe import _install_front_end_lock
+
+    _install_front_end_lock()
+
+    class TargetOnly:  # the one question the analysis asks the driver, answered without a GPU
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+
+    monkeypatch.setattr(triton.runtime.driver, "_active", TargetOnly())
+    shape = (2, GEOMETRY.degrees, GEOMETRY.focus, GEOMETRY.channels)
+    operands = [torch.zeros(shape) for _ in OPERANDS[op]]
+    projector = pad_projector(torch.zeros(GEOMETRY.grid, GEOMETRY.slots))
+    results = [torch.zeros(shape) for _ in RESULT_DTYPE_FROM[op]]
+    n_rows = 2 * GEOMETRY.focus * GEOMETRY.channels
+    kernel = KERNELS[op]
+    arguments = kernel_arguments(operands, (projector, projector), results, n_rows,
+                                 [x.stride() for x in operands])
+    kwargs = dict(zip(kernel.arg_names, arguments))
+    kwargs.update(kernel_constexprs(GEOMETRY, SMALL, torch.float32))
+    first_result = len(operands) + 2
+    expected = set(kernel.arg_names[first_result:first_result + len(results)])
+    if hasattr(triton_kernel_wrap, "identify_accessed_tensors"):  # torch 2.12 and later
+        accesses = triton_kernel_wrap.identify_accessed_tensors(kernel, kwargs, {})
+        written = {dep.name for dep in accesses.read_writes.writes}
+    else:
+        written = set(triton_kernel_wrap.identify_mutated_tensors(kernel, kwargs, {}))
+    assert "assuming every input is mutated" not in caplog.text
+    assert written == expected
