@@ -5,8 +5,9 @@
 1. The step side by side: grid_pair's eager path, the same step with a stand-in op that has
    grid_pair's autograd chain (fwd -> bwd -> bwd) but launches nothing (the floor: the step's own
    casts, sums and autograd), and the reference. Wall (do_bench median), host (issuing 50 steps),
-   graph (CUDA graph replay). "JIT launches": the eager path with every launch through
-   Triton's JIT, as before the resolved-kernel launch.
+   graph (CUDA graph replay). "unprepared": every call asks the selector and prepares its
+   launch again, as before round 8's prepared launches; "JIT launches": unprepared, and every
+   launch through Triton's JIT, as before the resolved-kernel launch.
 2. One eager launch's parts in microseconds at 2 nodes (perf_counter over many calls, GPU not
    awaited): the selector's cached choice, the launch with and without Triton's JIT binder, the
    bare compiled-kernel call, the launch's preparation.
@@ -58,6 +59,7 @@ def steps(args) -> None:
     data = inputs(args.shape, 300, "cuda")
     frames = SHAPES[args.shape][1]
     impls = [("grid_pair eager", gridpair.grid_pair),
+             ("grid_pair eager, unprepared", gridpair.grid_pair),
              ("grid_pair eager, JIT launches", gridpair.grid_pair),
              ("stand-in (no kernels)", stand_in),
              ("reference eager", gridpair.reference_grid_pair)]
@@ -66,12 +68,22 @@ def steps(args) -> None:
     def through_jit(kernel, memo, grid, args, constexprs, tile):
         kernel[grid](*args, **constexprs, num_warps=tile.num_warps, num_stages=tile.num_stages)
 
+    prepared = eager._PREPARED
+
+    class Unprepared(dict):
+        """Keeps no prepared launch: every call asks the selector and prepares again."""
+
+        def __setitem__(self, key, value):
+            pass
+
     for label, fn in impls:
         launch._launch_resolved = through_jit if "JIT" in label else resolved
+        eager._PREPARED = prepared if label == "grid_pair eager" else Unprepared()
         run = autocast_run(make_pass("force", fn, frames), data, args.dtype)
         wall, host, graph = step_times(run)
-        print(f"step {label:24s} wall {wall:.3f} ms  host {host:.3f} ms  graph {graph:.3f} ms  "
+        print(f"step {label:30s} wall {wall:.3f} ms  host {host:.3f} ms  graph {graph:.3f} ms  "
               f"wall/graph {wall / graph:.2f}", flush=True)
+    launch._launch_resolved, eager._PREPARED = resolved, prepared
 
 
 def parts(args) -> None:
@@ -99,6 +111,14 @@ def parts(args) -> None:
         lambda: launch.launch("fwd", operands, to_grid, from_grid, frames, tile, direct=True))
     results["eager._compute(fwd)"] = per_call_us(
         lambda: eager._compute("fwd", operands, to_grid, from_grid, frames, selector))
+    prepared, eager._PREPARED = eager._PREPARED, {}
+
+    def unprepared():
+        eager._PREPARED.clear()
+        eager._compute("fwd", operands, to_grid, from_grid, frames, selector)
+
+    results["eager._compute(fwd), unprepared"] = per_call_us(unprepared)
+    eager._PREPARED = prepared
     results["grid_pair forward, no grad"] = per_call_us(
         lambda: gridpair.grid_pair(left, right, to_grid, from_grid, frames))
     geometry = key.geometry
