@@ -7,7 +7,8 @@
    casts, sums and autograd), and the reference. Wall (do_bench median), host (issuing 50 steps),
    graph (CUDA graph replay). "unprepared": every call asks the selector and prepares its
    launch again, as before round 8's prepared launches; "JIT launches": unprepared, and every
-   launch through Triton's JIT, as before the resolved-kernel launch.
+   launch through Triton's JIT, as before the resolved-kernel launch; "no launch": prepared,
+   everything but the kernel launch itself (which result values do not time).
 2. One eager launch's parts in microseconds at 2 nodes (perf_counter over many calls, GPU not
    awaited): the selector's cached choice, the launch with and without Triton's JIT binder, the
    bare compiled-kernel call, the launch's preparation.
@@ -61,9 +62,13 @@ def steps(args) -> None:
     impls = [("grid_pair eager", gridpair.grid_pair),
              ("grid_pair eager, unprepared", gridpair.grid_pair),
              ("grid_pair eager, JIT launches", gridpair.grid_pair),
+             ("grid_pair eager, no launch", gridpair.grid_pair),
              ("stand-in (no kernels)", stand_in),
              ("reference eager", gridpair.reference_grid_pair)]
     resolved = launch._launch_resolved
+
+    def not_launched(kernel, memo, grid, args, constexprs, tile):
+        pass  # results stay uninitialized: the step's own ops still run on them
 
     def through_jit(kernel, memo, grid, args, constexprs, tile):
         kernel[grid](*args, **constexprs, num_warps=tile.num_warps, num_stages=tile.num_stages)
@@ -77,8 +82,10 @@ def steps(args) -> None:
             pass
 
     for label, fn in impls:
-        launch._launch_resolved = through_jit if "JIT" in label else resolved
-        eager._PREPARED = prepared if label == "grid_pair eager" else Unprepared()
+        launch._launch_resolved = (through_jit if "JIT" in label
+                                   else not_launched if "no launch" in label else resolved)
+        eager._PREPARED = (Unprepared() if "unprepared" in label or "JIT" in label
+                           else prepared)
         run = autocast_run(make_pass("force", fn, frames), data, args.dtype)
         wall, host, graph = step_times(run)
         print(f"step {label:30s} wall {wall:.3f} ms  host {host:.3f} ms  graph {graph:.3f} ms  "
