@@ -44,7 +44,10 @@ CONFIG_PATCHES: dict[str, dict[str, Any]] = {
 }
 HEADER_DIR_ENV = "PYTEST_COLDCOMPILE_HEADER_DIR"
 """Where cold children keep Inductor's precompiled C++ headers: one directory per session,
-beside the children's test directories, so only the first child of a session builds them."""
+beside the children's test directories, so only the first child of a session builds them.
+Set in pytest's environment, it names a directory of the user's own instead (kept across
+sessions and shared by xdist workers and nested runs: a header is named by the hash of its
+content, compile command and compiler, and built under a file lock)."""
 
 UNSET_ENV = (
     "TORCH_COMPILE_JOB_ID",
@@ -65,7 +68,7 @@ def cache_env(test_dir: str | os.PathLike[str]) -> dict[str, str]:
         "TRITON_CACHE_DIR": str(caches / "triton" / "cache"),
         "TRITON_HOME": str(caches / "triton"),
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
-        HEADER_DIR_ENV: shared_header_dir(test_dir),
+        HEADER_DIR_ENV: os.environ.get(HEADER_DIR_ENV) or shared_header_dir(test_dir),
         "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
         "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "0",
         "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE": "0",

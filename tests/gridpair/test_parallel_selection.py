@@ -24,13 +24,16 @@ from gridpair.selector import (
 )
 
 P147 = dict(degrees=49, focus=2, frames=3, channels=96, grid=584)
+# Where nothing fits, every candidate of the ladder is refused whatever the geometry: a small
+# one compiles each refusal in a fraction of P147's time.
+SMALL = dict(degrees=16, focus=2, frames=1, channels=16, grid=32)
 SMALL_DEVICE = "rtx-pro-6000-blackwell"
 OPERAND_COUNT = {"fwd": 2, "bwd": 3, "bwd2": 5}
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def launch_args(op, dtype=torch.bfloat16, nodes=2):
-    d, f, k, c, g = (P147[n] for n in ("degrees", "focus", "frames", "channels", "grid"))
+def launch_args(op, dtype=torch.bfloat16, nodes=2, geometry=P147):
+    d, f, k, c, g = (geometry[n] for n in ("degrees", "focus", "frames", "channels", "grid"))
     coefficient = torch.zeros(nodes, d, f, k * c, dtype=dtype)
     projector = torch.zeros(g, d * k, dtype=dtype)
     return [coefficient] * OPERAND_COUNT[op], (projector, projector), k
@@ -73,13 +76,13 @@ def tiles(events, kind="probe"):
     return [Tile(**e.config) for e in events if e.kind == kind]
 
 
-@pytest.mark.parametrize(("device", "cap", "op", "dtype"), [
-    (SMALL_DEVICE, None, "bwd2", torch.float32),  # rejections, then an admission
-    ("h200", None, "fwd", torch.bfloat16),  # the first candidate fits
-    (SMALL_DEVICE, 4096, "fwd", torch.bfloat16),  # nothing fits: fallback
+@pytest.mark.parametrize(("device", "cap", "op", "dtype", "geometry", "fits"), [
+    (SMALL_DEVICE, None, "bwd2", torch.float32, P147, True),  # rejections, then an admission
+    ("h200", None, "fwd", torch.bfloat16, P147, True),  # the first candidate fits
+    (SMALL_DEVICE, 1024, "fwd", torch.bfloat16, SMALL, False),  # nothing fits: fallback
 ])
 def test_the_parallel_search_decides_reports_and_caches_as_the_serial_one(
-        profile, compiled, device, cap, op, dtype):
+        profile, compiled, device, cap, op, dtype, geometry, fits):
     profile(device, cap)
     serial, parallel = LaunchSelector(workers=1), LaunchSelector(workers=3)
     outcomes = {}
@@ -87,12 +90,13 @@ def test_the_parallel_search_decides_reports_and_caches_as_the_serial_one(
         events = []
         selector.subscribe(events.append)
         compiled.clear()
-        tile = selector.choose(op, *launch_args(op, dtype))
+        tile = selector.choose(op, *launch_args(op, dtype, geometry=geometry))
         assert selector.idle(timeout=300)
-        again = selector.choose(op, *launch_args(op, dtype, nodes=5))
+        again = selector.choose(op, *launch_args(op, dtype, nodes=5, geometry=geometry))
         outcomes[name] = (tile, again, events, list(compiled), list(selector.cached()))
     s_tile, s_again, s_events, s_compiled, s_cached = outcomes["serial"]
     p_tile, p_again, p_events, p_compiled, p_cached = outcomes["parallel"]
+    assert (s_tile is not None) == fits
     assert p_tile == s_tile == p_again == s_again
     assert protocol(p_events) == protocol(s_events)
     assert p_cached == s_cached  # the same Decision: key, every probe, the admitted one

@@ -14,7 +14,8 @@ from pytest_coldcompile import pristine
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_children_of_a_session_share_the_header_directory_and_no_cache(tmp_path):
+def test_children_of_a_session_share_the_header_directory_and_no_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv(pristine.HEADER_DIR_ENV, raising=False)
     first, second = (pristine.cache_env(tmp_path / name) for name in ("00001", "00002"))
     assert first[pristine.HEADER_DIR_ENV] == second[pristine.HEADER_DIR_ENV]
     assert Path(first[pristine.HEADER_DIR_ENV]).parent == tmp_path.resolve()
@@ -22,6 +23,14 @@ def test_children_of_a_session_share_the_header_directory_and_no_cache(tmp_path)
         assert first[name] != second[name]
         assert Path(first[name]).is_relative_to(tmp_path / "00001")
         assert not Path(first[name]).is_relative_to(first[pristine.HEADER_DIR_ENV])
+
+
+def test_a_header_directory_of_the_users_own_is_kept(tmp_path, monkeypatch):
+    own = tmp_path / "headers"
+    monkeypatch.setenv(pristine.HEADER_DIR_ENV, str(own))
+    env = pristine.cache_env(tmp_path / "00001")
+    assert env[pristine.HEADER_DIR_ENV] == str(own)
+    assert Path(env["TORCHINDUCTOR_CACHE_DIR"]).is_relative_to(tmp_path / "00001")
 
 
 _CHILD = """
