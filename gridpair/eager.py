@@ -96,7 +96,8 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
     if type(selector).choose is LaunchSelector.choose and type(selector).key is LaunchSelector.key:
         limits = devices.limits_for(operands[0].device)
         layout = None
-        if limits is not None:
+        # A selector that overrides choose_keyed is asked on every call.
+        if limits is not None and type(selector).choose_keyed is LaunchSelector.choose_keyed:
             layout = _layout(op, operands, to_grid, n_frames, limits)
             prepared = _PREPARED.get(layout)
             if (prepared is not None and prepared[0]() is selector

@@ -205,14 +205,22 @@ def test_strided_projectors_are_padded_once_and_computed_right(selector, launche
 
 
 class AdmitsSmall(LaunchSelector):
-    """Admits SMALL for every key with LaunchSelector's own choose and key (so the eager path
-    keeps its prepared launches), without compiling; records what it validates and every
-    choose_keyed it is asked."""
+    """Admits SMALL for every key with LaunchSelector's own choose, key and choose_keyed (so
+    the eager path keeps its prepared launches), without compiling; records what it validates
+    and (through a spy on the instance) the key of every choose_keyed it is asked."""
 
     def __init__(self) -> None:
         super().__init__()
         self.validated: list = []
         self.asked: list = []
+        choose_keyed = self.choose_keyed
+
+        def asked(op, operands, projectors, n_frames):
+            chosen = choose_keyed(op, operands, projectors, n_frames)
+            self.asked.append(chosen[0])
+            return chosen
+
+        self.choose_keyed = asked
 
     def candidates(self, key, device_name):
         return [SMALL]
@@ -220,11 +228,6 @@ class AdmitsSmall(LaunchSelector):
     def validate(self, key, tile, limits):
         self.validated.append(key)
         return Compiled(0, None)
-
-    def choose_keyed(self, op, operands, projectors, n_frames):
-        chosen = super().choose_keyed(op, operands, projectors, n_frames)
-        self.asked.append(chosen[0])
-        return chosen
 
 
 @pytest.fixture
@@ -339,6 +342,21 @@ def test_another_selector_makes_its_own_choice(own_keys):
         assert other.revision == own_keys.revision
         forward(ops.left, ops.right, ops)
     assert len(other.asked) == 2
+
+
+def test_a_selector_that_chooses_its_own_way_is_asked_every_time(monkeypatch):
+    monkeypatch.setenv("GRIDPAIR_DEVICE", "h200")
+
+    class Counting(AdmitsSmall):
+        def choose_keyed(self, op, operands, projectors, n_frames):
+            self.overridden = getattr(self, "overridden", 0) + 1
+            return super().choose_keyed(op, operands, projectors, n_frames)
+
+    ops = draw(3, 9, 2, 3, 5, 23, seed=45).to(torch.float32)
+    with using_selector(Counting()) as counting:
+        for _ in range(3):
+            forward(ops.left, ops.right, ops)
+    assert counting.overridden == 3
 
 
 def test_listeners_hear_of_every_launch_prepared_or_not(own_keys):
