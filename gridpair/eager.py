@@ -6,9 +6,10 @@ The custom ops of ``ops.py`` are what tracing sees, and they stay the only path 
 dispatch or function mode (``launch.nothing_traces``). Eager, their dispatch costs more host time
 than the kernels take on the GPU (custom-op and autograd wrappers, the autocast kernel,
 ``wrap_triton``'s mutation wrapper; profiles in docs/evidence/h200/round3/call1 and call4). This
-path asks the same selector before every launch - the same key outside autocast, the same
-cached decision and events - and launches the same compiled kernel from the JIT cache that
-validation filled, found by the JIT on a key's first launch and kept for the next
+path asks the same selector - the same key outside autocast, the same cached decision and
+events - once per layout of its operands, and again whenever the selector's decisions change
+(``_PREPARED``); it launches the same compiled kernel from the JIT cache that validation
+filled, found by the JIT on a key's first launch and kept for the next
 (``launch._launch_resolved``); it never compiles anything itself. Autograd wiring mirrors
 ``ops.py``: fwd -> bwd -> bwd2 (bwd again where the cotangent needs no gradient), then the
 reference composition for any higher order.
