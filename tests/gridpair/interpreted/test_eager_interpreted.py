@@ -1,8 +1,9 @@
 """grid_pair's eager path (gridpair.eager) end to end under Triton's interpreter: the kernels run
 on CPU tensors through plain autograd.Functions, to second order, against float64; the selector
-is asked before every launch, and anything traced still sees the custom ops.
+is asked before a layout's first launch and again whenever that answer may have changed (a
+prepared launch is reused only while it stands), and anything traced still sees the custom ops.
 
-The selector here admits one small tile without compiling (validation is covered elsewhere);
+The selectors here admit one small tile without compiling (validation is covered elsewhere);
 GRIDPAIR_DEVICE gives CPU operands a device to validate for.
 """
 
