@@ -311,8 +311,8 @@ def _install_front_end_lock() -> None:
         return
 
     # wraps: torch's wrap_triton reads make_ir's signature to call it (its argument list
-    # changed across Triton versions); a bare (*args) makes it pick the wrong call, fail, and
-    # take every operand of our kernels for written, which costs compiled steps copies.
+    # changed across Triton versions); a bare (*args) made it pick the wrong call, fail, and
+    # take every operand of our kernels for written (test_early_rejection.py).
     @functools.wraps(make_ir)
     def make_ir_one_thread_at_a_time(self, *args, **kwargs):
         with _FRONT_END:
