@@ -40,6 +40,8 @@ class ChildContext:
     cap: SmemCap | None = None
     stats: CompileStats = field(default_factory=CompileStats)
     tally: selectors.EventTally = field(default_factory=selectors.EventTally)
+    # torch's compile stack was imported before the test began (pristine.warm_compile_stack)
+    warmed_ahead: bool = False
 
     @property
     def mode(self) -> str:
@@ -64,6 +66,7 @@ class ChildContext:
             "max_admitted_shared": self.tally.max_admitted_shared,
             "selectors": [str(getattr(s, "name", "?")) for s in selectors.loaded()],
             "cap_patched": list(self.cap.patched) if self.cap else [],
+            "warmed_ahead": self.warmed_ahead,
         }
 
 
@@ -370,9 +373,13 @@ def ready_forked(item: pytest.Item, orders: dict[str, Any]) -> None:
     another child runs its test; run_forked then only runs the protocol."""
     global _ready
     try:
-        _ready = (orders, _set_up_forked(item.config, orders))
+        ctx = _set_up_forked(item.config, orders)
     except BaseException:
         _ready = (orders, traceback.format_exc())
+        return
+    if orders.get("warm_compile_stack"):
+        ctx.warmed_ahead = pristine.warm_compile_stack()
+    _ready = (orders, ctx)
 
 
 def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:

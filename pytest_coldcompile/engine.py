@@ -115,6 +115,8 @@ class ColdEngine:
         self.count = 0
         # (item, test directory, orders) announced to the fork server for the next test
         self.promised: tuple[pytest.Item, str, dict[str, Any]] | None = None
+        # Whether a cold child of this process has compiled a graph (see _warms_ahead).
+        self.compiled = False
 
     def start(self) -> None:
         """Everything children should inherit is done here, before the fork server forks."""
@@ -206,7 +208,14 @@ class ColdEngine:
             "smem_source": source,
             "cuda_visible_devices": self.gpu[0] if self.gpu else None,
             "gpu_position": self.gpu[1] if self.gpu else None,
+            "warm_compile_stack": self._warms_ahead(item),
         }
+
+    def _warms_ahead(self, item: pytest.Item) -> bool:
+        """Whether a child forked ahead for item imports torch's compile stack while it waits
+        (``pristine.warm_compile_stack``): when the test asks for compile_counter, or an
+        earlier cold test here compiled. A suite that never compiles pays nothing."""
+        return self.compiled or "compile_counter" in getattr(item, "fixturenames", ())
 
     def _server_alive(self) -> bool:
         if self.server is None or self.server.pid is None:
@@ -305,6 +314,7 @@ class ColdEngine:
             total_s = ended.seconds
             mode, reason = orders["mode"], orders["mode_reason"]
             result = child_reports.read_records(self.config, item, test_dir)
+            self.compiled = self.compiled or bool((result.summary or {}).get("frames"))
             reports = child_reports.complete(item, result, ended, test_dir, timeout, timeout_source)
             if self._echo_output():
                 child_reports.echo_uncaptured(test_dir)

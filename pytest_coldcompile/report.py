@@ -28,6 +28,7 @@ FIGURES = (
     "admitted",
     "fallback",
     "max_admitted_shared",
+    "warmed_ahead",
 )
 COLUMNS = (  # (heading, key)
     ("total s", "total_s"),

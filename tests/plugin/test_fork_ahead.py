@@ -3,6 +3,7 @@ while the current test runs; what the tests see and report is what they saw befo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,73 @@ def test_the_next_child_is_readied_during_the_test_before_it(
     assert ran["test_c"][0] == readied["test_c"][0] != readied["test_b"][0]
     # Each with caches of its own.
     assert ran["test_a"][1] != ran["test_c"][1]
+
+
+WARM_TESTS = """
+import json, os, sys
+
+import torch
+
+
+def record(name):
+    from triton.runtime.cache import triton_key
+
+    seen = {
+        # Hashed by the warm-up before the test, else not until this child's first compile.
+        "hashed": triton_key.cache_info().currsize == 1,
+        "dynamo": "torch._dynamo" in sys.modules,
+    }
+    if seen["dynamo"]:
+        from torch._dynamo.package import DynamoCache
+
+        seen["dynamo_cache_private"] = DynamoCache.path_prefix().startswith(
+            os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    with open(os.environ["SEEN_LOG"], "a") as f:
+        f.write(json.dumps([name, seen]) + "\\n")
+
+
+def test_a():
+    record("a")
+
+
+def test_b(compile_counter):
+    record("b")
+
+
+def test_c():
+    record("c")
+    assert torch.compile(lambda x: x + 1, backend="eager")(torch.ones(3)).sum() == 6
+
+
+def test_d():
+    record("d")
+
+
+def test_e():
+    record("e")
+"""
+
+
+def test_a_child_readied_after_a_compile_imports_the_compile_stack_first(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    seen_log = pytester.path / "seen.log"
+    monkeypatch.setenv("SEEN_LOG", str(seen_log))
+    pytester.makepyfile(test_warm=WARM_TESTS)
+    result = run(pytester, "--cold-compile", "--cold-compile-mode=fork",
+                 "--cold-compile-report=cold.json", "-p", "no:randomly")
+    result.assert_outcomes(passed=5)
+    seen = dict(json.loads(line) for line in seen_log.read_text().splitlines())
+    report = json.loads((pytester.path / "cold.json").read_text())
+    warmed = {name: report[f"test_warm.py::test_{name}"]["warmed_ahead"] for name in seen}
+    # a: the first child, readied for nobody. b: asks for compile_counter. c: nothing had
+    # compiled when it was announced (as b started). d: announced as c started, before c's
+    # compile was known. e: announced after it.
+    assert warmed == {"a": False, "b": True, "c": False, "d": False, "e": True}
+    for name in "acd":
+        assert not seen[name]["hashed"] and not seen[name]["dynamo"], (name, seen[name])
+    for name in "be":
+        assert seen[name] == {"hashed": True, "dynamo": True, "dynamo_cache_private": True}, (
+            name, seen[name])
