@@ -48,23 +48,32 @@ selector.subscribe(lambda e: events.append([e.kind, e.op, e.config, e.outcome]))
 device = sys.argv[2]
 if device == "cuda":
     torch.cuda.init()  # CUDA's start is not selection time
+if sys.argv[3] == "hashed":  # as in a cold child readied ahead (pristine.warm_compile_stack)
+    from triton.runtime.cache import triton_key
+    triton_key()
+waits = []
 start = time.perf_counter()
 for dtype in (torch.bfloat16, torch.float32):
     operands = [torch.zeros(300, 49, 2, 288, dtype=dtype, device=device) for _ in range(5)]
     projectors = (torch.zeros(584, 147, dtype=dtype, device=device),) * 2
     for op, count in (("fwd", 2), ("bwd", 3), ("bwd2", 5)):
+        began = time.perf_counter()
         chosen.append(str(selector.choose(op, operands[:count], projectors, 3)))
+        waits.append(round(time.perf_counter() - began, 2))
 seconds = time.perf_counter() - start
 selector.idle()
-print(json.dumps({"seconds": seconds, "chosen": chosen, "events": events}))
+print(json.dumps({"seconds": seconds, "waits": waits, "chosen": chosen, "events": events}))
 """
 
 
-def cold(profile: str, workers: list[int], repeats: int, smem_limit: int | None = None) -> None:
-    """Time the six searches per worker count; every run must decide and report alike."""
+def cold(profile: str, workers: list[int], repeats: int, smem_limit: int | None = None,
+         hashed: bool = False) -> None:
+    """Time the six searches per worker count; every run must decide and report alike.
+    ``hashed``: Triton's installation hash is computed before the clock starts, as a cold
+    child readied ahead has it (it is otherwise the first compile's, 0.3-0.4 s)."""
     first = None
     for count in workers:
-        seconds = []
+        seconds, waits = [], []
         for _ in range(repeats):
             with tempfile.TemporaryDirectory() as cache:
                 env = {**os.environ, "TRITON_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
@@ -75,17 +84,22 @@ def cold(profile: str, workers: list[int], repeats: int, smem_limit: int | None 
                 if profile != "cuda":
                     env["GRIDPAIR_DEVICE"] = profile
                 device = "cuda" if profile == "cuda" else "cpu"
-                run = subprocess.run([sys.executable, "-c", _COLD_CHILD, str(count), device],
+                run = subprocess.run([sys.executable, "-c", _COLD_CHILD, str(count), device,
+                                      "hashed" if hashed else "unhashed"],
                                      env=env, capture_output=True, text=True, check=True)
                 result = json.loads(run.stdout.splitlines()[-1])
                 seconds.append(result["seconds"])
+                waits.append(result["waits"])
                 first = first or result
                 if (result["chosen"], result["events"]) != (first["chosen"], first["events"]):
                     raise SystemExit(f"workers={count} decided otherwise: {result}")
         capped = f" under a {smem_limit}-byte limit" if smem_limit is not None else ""
-        print(f"cold selection, six ops of a P147 step on {profile}{capped}, workers={count}: "
-              f"median {statistics.median(seconds):.1f} s of {repeats} "
-              f"({', '.join(f'{s:.1f}' for s in seconds)}); decisions: {first['chosen']}")
+        hash_note = ", Triton hashed first" if hashed else ""
+        print(f"cold selection, six ops of a P147 step on {profile}{capped}{hash_note}, "
+              f"workers={count}: median {statistics.median(seconds):.1f} s of {repeats} "
+              f"({', '.join(f'{s:.1f}' for s in seconds)}); each choose waited "
+              f"(bf16 fwd bwd bwd2, fp32 fwd bwd bwd2): {waits}; "
+              f"decisions: {first['chosen']}")
 
 
 def main(argv=None) -> int:

@@ -1,9 +1,13 @@
 """Where the wall time of one cold force-step regression goes, phase by phase, in a fresh
-process with empty Triton and Inductor caches (the body of test_compiled_force_loss_step_cold,
-timed): imports, CUDA start, tracing with launch selection, Inductor's compile and first run,
-the other node counts, the eager references.
+process with empty Triton and Inductor caches: the body of test_compiled_force_loss_step_cold,
+timed. Imports, the compile stack a child readied ahead imports before its test
+(``pytest_coldcompile.pristine.warm_compile_stack``), CUDA's start, tracing with launch
+selection inside (and the selection's own seconds per op), Inductor's compile and first run,
+the other node counts, and the float64 references the test compares with.
 
     PYTEST_COLDCOMPILE_SMEM_LIMIT=101376 python docs/evidence/cold_phases.py multi-focus bf16-amp
+
+The cap is applied as a cold child applies it (``pytest_coldcompile.smem_cap.SmemCap``).
 """
 
 import os
@@ -17,12 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 caches = tempfile.mkdtemp(prefix="cold-phases-")
 os.environ["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")
+os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # as in a cold child (pristine.py)
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "regressions"), str(ROOT / "tests" / "gridpair")]
 
 
 def phase(name: str, since: list[float]) -> None:
     now = time.perf_counter()
-    print(f"{name:<34} {now - since[0]:7.2f} s   (at {now - START:6.2f} s)", flush=True)
+    print(f"{name:<38} {now - since[0]:7.2f} s   (at {now - START:6.2f} s)", flush=True)
     since[0] = now
 
 
@@ -30,35 +35,47 @@ def main() -> int:
     mark = [START]
     import torch
     import triton  # noqa: F401
+
     phase("import torch, triton", mark)
-    from force_step import Case, compile_step, operands
+    from force_step import Case, assert_matches_reference, compile_step, operands
 
     import gridpair
+    from pytest_coldcompile import pristine
+    from pytest_coldcompile.smem_cap import SmemCap
+
     phase("import gridpair, force_step", mark)
-    seconds = []
+    limit = os.environ.get("PYTEST_COLDCOMPILE_SMEM_LIMIT")
+    if limit:
+        SmemCap(int(limit)).install()
+    pristine.warm_compile_stack()
+    phase("compile stack and hashes (warm-up)", mark)
+    seconds: dict[str, float] = {}
     gridpair.SELECTOR.subscribe(
-        lambda e: seconds.append(e.seconds or 0.0) if e.kind in ("admit", "fallback") else None)
+        lambda e: seconds.__setitem__(e.op, seconds.get(e.op, 0.0) + (e.seconds or 0.0))
+        if e.kind in ("admit", "fallback") else None)
     torch.cuda.init()
     torch.ones(1, device="cuda")
     phase("CUDA start", mark)
     case = Case(sys.argv[1], sys.argv[2], "cuda")
     example = operands(case, case.node_counts()[0], seed=0)
     phase("operands", mark)
-    compiled, step = compile_step(case, "inductor", example)
+    compiled, _ = compile_step(case, "inductor", example)
     phase("make_fx trace (selection inside)", mark)
-    print(f"{'  of which launch selection':<34} {sum(seconds):7.2f} s", flush=True)
-    compiled(*example)
+    per_op = ", ".join(f"{op} {s:.2f}" for op, s in seconds.items())
+    print(f"{'  of which launch selection':<38} {sum(seconds.values()):7.2f} s   ({per_op})",
+          flush=True)
+    results = [(example, compiled(*example))]
     torch.cuda.synchronize()
     phase("torch.compile + first call", mark)
     for index, nodes in enumerate(case.node_counts()[1:], start=1):
-        compiled(*operands(case, nodes, seed=index))
+        inputs = operands(case, nodes, seed=index)
+        results.append((inputs, compiled(*inputs)))
     torch.cuda.synchronize()
     phase("two more node counts", mark)
-    for index, nodes in enumerate(case.node_counts()):
-        with case.autocast():
-            step(*operands(case, nodes, seed=index))
+    for inputs, got in results:
+        assert_matches_reference(case, got, inputs)
     torch.cuda.synchronize()
-    phase("eager references", mark)
+    phase("float64 references and checks", mark)
     return 0
 
 
