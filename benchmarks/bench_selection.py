@@ -113,9 +113,11 @@ def main(argv=None) -> int:
     parser.add_argument("--smem-limit", type=int, default=None,
                         help="with --cold, the per-block shared memory the searches validate "
                              "against (as pytest --smem-limit)")
+    parser.add_argument("--hashed", action="store_true",
+                        help="with --cold, compute Triton's installation hash first")
     args = parser.parse_args(argv)
     if args.cold:
-        cold(args.profile, args.workers, args.repeats, args.smem_limit)
+        cold(args.profile, args.workers, args.repeats, args.smem_limit, args.hashed)
         return 0
     os.environ.setdefault("GRIDPAIR_DEVICE", args.profile)
 
