@@ -369,17 +369,18 @@ _ready: tuple[dict[str, Any], ChildContext | str] | None = None
 
 
 def ready_forked(item: pytest.Item, orders: dict[str, Any]) -> None:
-    """In a child forked ahead of its request: set up for the announced orders now, while
-    another child runs its test; run_forked then only runs the protocol."""
+    """In a child forked ahead of its request: set up for the announced orders now, and
+    import torch's compile stack where they say so, while another child runs its test;
+    run_forked then only runs the protocol."""
     global _ready
     try:
         ctx = _set_up_forked(item.config, orders)
     except BaseException:
         _ready = (orders, traceback.format_exc())
         return
+    _ready = (orders, ctx)  # ready now, whatever the warm-up below meets
     if orders.get("warm_compile_stack"):
         ctx.warmed_ahead = pristine.warm_compile_stack()
-    _ready = (orders, ctx)
 
 
 def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
