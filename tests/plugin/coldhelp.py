@@ -13,6 +13,16 @@ import textwrap
 import pytest
 
 
+def needs_modules(*names: str) -> pytest.MarkDecorator:
+    """Skip unless every module is installed, without importing any in this process: pytester
+    restores sys.modules after each test, so a torch imported inside one is imported again by
+    the next, which crashes the interpreter."""
+    import importlib.util
+
+    missing = [name for name in names if importlib.util.find_spec(name) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)}")
+
+
 def conftest(extra: str = "") -> str:
     return textwrap.dedent(extra)
 

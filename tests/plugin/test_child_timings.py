@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from coldhelp import conftest, needs_fork, run
+from coldhelp import conftest, needs_fork, needs_modules, run
 
 from pytest_coldcompile import report, stats
 
@@ -116,8 +116,8 @@ def test_selector_seconds_reach_the_summary_and_the_json(pytester: pytest.Pytest
 
 
 @needs_fork
+@needs_modules("torch")
 def test_a_real_compile_splits_into_tracing_and_inductor(cold: pytest.Pytester) -> None:
-    pytest.importorskip("torch")
     cold.makepyfile(
         """
         import torch, pytest

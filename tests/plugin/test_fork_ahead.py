@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from coldhelp import needs_fork, run
+from coldhelp import needs_fork, needs_modules, run
 
 pytestmark = needs_fork
 
@@ -128,11 +128,10 @@ def test_e():
 """
 
 
+@needs_modules("torch", "triton")
 def test_a_child_readied_after_a_compile_imports_the_compile_stack_first(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("triton")
     seen_log = pytester.path / "seen.log"
     monkeypatch.setenv("SEEN_LOG", str(seen_log))
     pytester.makepyfile(test_warm=WARM_TESTS)
@@ -151,3 +150,49 @@ def test_a_child_readied_after_a_compile_imports_the_compile_stack_first(
     for name in "be":
         assert seen[name] == {"hashed": True, "dynamo": True, "dynamo_cache_private": True}, (
             name, seen[name])
+
+
+BROKEN_WARM_UP = """
+import os
+import pytest_coldcompile.child as child
+from pytest_coldcompile import pristine
+
+def warm_compile_stack():
+    raise SystemExit("the warm-up broke")
+
+pristine.warm_compile_stack = warm_compile_stack
+
+real_prepare = child.prepare
+
+def prepare(config, orders):
+    with open(os.environ["SET_UP_LOG"], "a") as f:
+        f.write(orders["nodeid"].split("::")[1] + "\\n")
+    return real_prepare(config, orders)
+
+child.prepare = prepare
+"""
+
+BROKEN_WARM_TESTS = """
+def test_a():
+    pass
+
+def test_b(compile_counter):
+    pass
+"""
+
+
+@needs_modules("torch")
+def test_a_warm_up_that_breaks_leaves_its_child_ready(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_up_log = pytester.path / "set_up.log"
+    monkeypatch.setenv("SET_UP_LOG", str(set_up_log))
+    pytester.makeconftest(BROKEN_WARM_UP)
+    pytester.makepyfile(test_broken=BROKEN_WARM_TESTS)
+    result = run(pytester, "--cold-compile", "--cold-compile-mode=fork",
+                 "--cold-compile-report=cold.json", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    report = json.loads((pytester.path / "cold.json").read_text())
+    assert report["test_broken.py::test_b"]["warmed_ahead"] is False
+    # test_b's child was set up ahead, once; its warm-up raised; it ran without a second set-up.
+    assert sorted(set_up_log.read_text().splitlines()) == ["test_a", "test_b"]

@@ -76,3 +76,11 @@ def test_the_header_is_built_once_per_session_and_kernels_stay_private(tmp_path)
     assert seen[1] == seen[0]  # ...and reused, not rebuilt, by the second
     # Nothing but headers and their locks in the shared directory.
     assert {p.suffix for p in _files(shared)} <= {".h", ".gch", ".lock"}
+
+
+def test_a_warm_up_that_cannot_import_the_stack_says_so(monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setattr(pristine, "COMPILE_STACK", ("torch._dynamo", "no_such_module_here"))
+    assert pristine.warm_compile_stack() is False
+    monkeypatch.setattr(pristine, "COMPILE_STACK", ("torch._dynamo",))
+    assert pristine.warm_compile_stack() is True
