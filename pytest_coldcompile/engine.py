@@ -314,7 +314,9 @@ class ColdEngine:
             total_s = ended.seconds
             mode, reason = orders["mode"], orders["mode_reason"]
             result = child_reports.read_records(self.config, item, test_dir)
-            self.compiled = self.compiled or bool((result.summary or {}).get("frames"))
+            summary = result.summary or {}
+            self.compiled = self.compiled or bool(
+                summary.get("frames") or summary.get("forward_graphs"))
             reports = child_reports.complete(item, result, ended, test_dir, timeout, timeout_source)
             if self._echo_output():
                 child_reports.echo_uncaptured(test_dir)
