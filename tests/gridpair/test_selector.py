@@ -29,6 +29,10 @@ from gridpair.probe import (
 from gridpair.selector import LaunchSelector, generated_candidates, using_selector
 
 P147 = dict(degrees=49, focus=2, frames=3, channels=96, grid=584)  # production fp32 bwd2
+# Where the geometry is not the point: every refusal of its ladder compiles in a fraction of
+# P147's time.
+SMALL = dict(degrees=16, focus=2, frames=1, channels=16, grid=32)
+MEDIUM = dict(degrees=16, focus=2, frames=3, channels=32, grid=152)
 SMALL_DEVICE = "rtx-pro-6000-blackwell"
 LIMIT_99K = 101376
 OPERAND_COUNT = {"fwd": 2, "bwd": 3, "bwd2": 5}
@@ -121,13 +125,15 @@ def test_the_h200_admits_a_larger_tile(profile):
 
 
 def test_choices_differ_when_only_the_limit_differs(profile):
+    # The medium geometry's fp32 bwd2 ladder starts with a 38912-byte tile, then a 34816 one.
+    args = launch_args("bwd2", shape=MEDIUM)
     profile("h200")
-    uncapped = LaunchSelector().choose("bwd2", *launch_args("bwd2"))
-    profile("h200", cap=LIMIT_99K)
+    uncapped = LaunchSelector().choose("bwd2", *args)
+    profile("h200", cap=36000)
     capped = LaunchSelector()
     recorder = Recorder(capped)
-    assert capped.choose("bwd2", *launch_args("bwd2")) != uncapped
-    assert recorder.kinds("admit")[0].resources["limit"] == LIMIT_99K
+    assert capped.choose("bwd2", *args) != uncapped
+    assert recorder.kinds("admit")[0].resources["limit"] == 36000
 
 
 def test_a_cached_choice_compiles_nothing(profile, compiles):
@@ -166,15 +172,22 @@ def test_a_cached_exhausted_search_compiles_nothing_and_the_op_falls_back(profil
 
 
 def test_reset_forgets_choices_and_failures(profile, compiles):
-    profile(SMALL_DEVICE, cap=4096)
     selector = LaunchSelector()
-    selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
-    assert list(selector.cached())
+    args = launch_args("fwd", dtype=torch.bfloat16, shape=SMALL)
+    limits = {"failure": 1024, "choice": None}  # no tile of the small geometry fits in 1 KiB
+    chosen = {}
+    for name, cap in limits.items():
+        profile(SMALL_DEVICE, cap=cap)
+        chosen[name] = selector.choose("fwd", *args)
+    assert chosen["failure"] is None and chosen["choice"] is not None
+    assert sorted(d.admitted is None for d in selector.cached()) == [False, True]
     selector.reset()
     assert not list(selector.cached())
-    compiles.clear()
-    selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
-    assert compiles  # searched again
+    for name, cap in limits.items():
+        profile(SMALL_DEVICE, cap=cap)
+        compiles.clear()
+        assert selector.choose("fwd", *args) == chosen[name]
+        assert compiles, name  # searched again, not read from a forgotten decision
 
 
 def test_a_non_resource_compile_error_propagates_and_is_not_cached(profile, monkeypatch):
