@@ -114,12 +114,12 @@ def test_the_parallel_search_decides_reports_and_caches_as_the_serial_one(
 
 
 def test_every_decision_carries_the_seconds_waited_and_every_probe_its_compile_time(profile):
-    profile(SMALL_DEVICE)
+    profile(SMALL_DEVICE, 36000)  # a rejection, then an admission
     selector = LaunchSelector(workers=1)
     events = []
     selector.subscribe(events.append)
-    selector.choose("bwd2", *launch_args("bwd2", torch.float32))
-    selector.choose("bwd2", *launch_args("bwd2", torch.float32))
+    selector.choose("bwd2", *launch_args("bwd2", torch.float32, geometry=MEDIUM))
+    selector.choose("bwd2", *launch_args("bwd2", torch.float32, geometry=MEDIUM))
     probes = [e for e in events if e.kind == "probe"]
     admit, cached = [e for e in events if e.kind == "admit"]
     assert len(probes) > 1
@@ -135,7 +135,7 @@ def test_sibling_ops_are_validated_ahead_unreported_and_never_compiled_twice(pro
     selector, reference = LaunchSelector(workers=2), LaunchSelector(workers=1)
     events = []
     selector.subscribe(events.append)
-    selector.choose("fwd", *launch_args("fwd"))
+    selector.choose("fwd", *launch_args("fwd", geometry=SMALL))
     assert selector.idle(timeout=600)
     # Only the forward was asked for: the backwards' compiles are no events.
     assert {e.op for e in events} == {"fwd"}
@@ -145,11 +145,11 @@ def test_sibling_ops_are_validated_ahead_unreported_and_never_compiled_twice(pro
         assert ahead and len(set(ahead)) == len(ahead)
         events.clear()
         before = len(compiled)
-        selector.choose(op, *launch_args(op))
+        selector.choose(op, *launch_args(op, geometry=SMALL))
         assert compiled[before:] == []  # every verdict was ready
         expected = []
         reference.subscribe(expected.append)
-        reference.choose(op, *launch_args(op))
+        reference.choose(op, *launch_args(op, geometry=SMALL))
         assert protocol(events) == protocol(expected)  # a normal search, in ladder order
         assert set(tiles(events)) <= set(ahead)
 
@@ -211,7 +211,7 @@ def test_siblings_start_beside_the_search_only_with_a_core_to_spare(profile, mon
 
     monkeypatch.setattr(selector_module, "compile_candidate", observed)
     selector = LaunchSelector(workers=workers)
-    selector.choose("fwd", *launch_args("fwd"))
+    selector.choose("fwd", *launch_args("fwd", geometry=SMALL))
     assert selector.idle(timeout=600)
     assert forward_pending_at_sibling_start == [early]
 
@@ -219,14 +219,14 @@ def test_siblings_start_beside_the_search_only_with_a_core_to_spare(profile, mon
 def test_reset_forgets_the_work_validated_ahead(profile, compiled):
     profile(SMALL_DEVICE)
     selector = LaunchSelector(workers=2)
-    selector.choose("fwd", *launch_args("fwd"))
+    selector.choose("fwd", *launch_args("fwd", geometry=SMALL))
     selector.reset()
     assert selector.idle(timeout=600)
     assert list(selector.cached()) == []
     events = []
     selector.subscribe(events.append)
     compiled.clear()
-    selector.choose("bwd", *launch_args("bwd"))
+    selector.choose("bwd", *launch_args("bwd", geometry=SMALL))
     # Nothing from before the reset answered: each probed candidate compiled again now.
     assert [t for _, t in compiled if _ == "bwd"][:len(tiles(events))] == tiles(events)
 
