@@ -153,22 +153,22 @@ def test_a_cached_choice_compiles_nothing(profile, compiles):
 
 
 def test_a_cached_exhausted_search_compiles_nothing_and_the_op_falls_back(profile, compiles):
-    profile(SMALL_DEVICE, cap=4096)  # no tile fits in 4 KiB
+    profile(SMALL_DEVICE, cap=1024)  # no tile of the small geometry fits in 1 KiB
     selector = LaunchSelector()
     recorder = Recorder(selector)
-    assert selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16)) is None
+    assert selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16, shape=SMALL)) is None
     assert compiles
     assert all(p.outcome == "out_of_resources" for p in recorder.kinds("probe"))
     assert [e.outcome for e in recorder.kinds("fallback")] == ["out_of_resources"]
     compiles.clear()
     recorder.events.clear()
-    left = torch.randn(3, 49, 2, 288, dtype=torch.bfloat16)  # the same key: another N
-    projector = torch.randn(584, 147, dtype=torch.bfloat16)
+    left = torch.randn(3, 16, 2, 16, dtype=torch.bfloat16)  # the same key: another N
+    projector = torch.randn(32, 16, dtype=torch.bfloat16)
     with using_selector(selector):
-        out = grid_pair(left, left, projector, projector, 3)
+        out = grid_pair(left, left, projector, projector, 1)
     assert compiles == []
     assert [(e.kind, e.outcome) for e in recorder.events] == [("fallback", "cached")]
-    torch.testing.assert_close(out, reference_grid_pair(left, left, projector, projector, 3))
+    torch.testing.assert_close(out, reference_grid_pair(left, left, projector, projector, 1))
 
 
 def test_reset_forgets_choices_and_failures(profile, compiles):
