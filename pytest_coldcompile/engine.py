@@ -115,8 +115,9 @@ class ColdEngine:
         self.count = 0
         # (item, test directory, orders) announced to the fork server for the next test
         self.promised: tuple[pytest.Item, str, dict[str, Any]] | None = None
-        # Whether a cold child of this process has compiled a graph (see _warms_ahead).
-        self.compiled = False
+        # Per test file: whether its last cold test that finished compiled a graph
+        # (_warms_ahead).
+        self.compiled: dict[str, bool] = {}
 
     def start(self) -> None:
         """Everything children should inherit is done here, before the fork server forks."""
@@ -213,9 +214,13 @@ class ColdEngine:
 
     def _warms_ahead(self, item: pytest.Item) -> bool:
         """Whether a child forked ahead for item imports torch's compile stack while it waits
-        (``pristine.warm_compile_stack``): when the test asks for compile_counter, or an
-        earlier cold test here compiled. A suite that never compiles pays nothing."""
-        return self.compiled or "compile_counter" in getattr(item, "fixturenames", ())
+        (``pristine.warm_compile_stack``): when the test asks for compile_counter, or the last
+        cold test of its file that finished compiled a graph. Tests of a file tend to do alike;
+        asking more widely, every non-compiling test after a compiling one would wait for an
+        import it does not use (2.6 s on two cores), and a suite that never compiles pays
+        nothing either way."""
+        return self.compiled.get(_test_file(item), False) or (
+            "compile_counter" in getattr(item, "fixturenames", ()))
 
     def _server_alive(self) -> bool:
         if self.server is None or self.server.pid is None:
@@ -315,7 +320,7 @@ class ColdEngine:
             mode, reason = orders["mode"], orders["mode_reason"]
             result = child_reports.read_records(self.config, item, test_dir)
             summary = result.summary or {}
-            self.compiled = self.compiled or bool(
+            self.compiled[_test_file(item)] = bool(
                 summary.get("frames") or summary.get("forward_graphs"))
             reports = child_reports.complete(item, result, ended, test_dir, timeout, timeout_source)
             if self._echo_output():
@@ -341,6 +346,10 @@ class ColdEngine:
     def _echo_output(self) -> bool:
         # With -s the user watches output live; a child's arrives when it ends.
         return getattr(self.config.option, "capture", "fd") == "no"
+
+
+def _test_file(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 def _interrupted(

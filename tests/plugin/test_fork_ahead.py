@@ -83,7 +83,7 @@ def test_the_next_child_is_readied_during_the_test_before_it(
     assert ran["test_a"][1] != ran["test_c"][1]
 
 
-WARM_TESTS = """
+WARM_RECORD = """
 import json, os, sys
 
 import torch
@@ -106,6 +106,14 @@ def record(name):
         f.write(json.dumps([name, seen]) + "\\n")
 
 
+def compile_something():
+    assert torch.compile(lambda x: x + 1, backend="eager")(torch.ones(3)).sum() == 6
+"""
+
+WARM_TESTS = """
+from warm_record import compile_something, record
+
+
 def test_a():
     record("a")
 
@@ -116,7 +124,7 @@ def test_b(compile_counter):
 
 def test_c():
     record("c")
-    assert torch.compile(lambda x: x + 1, backend="eager")(torch.ones(3)).sum() == 6
+    compile_something()
 
 
 def test_d():
@@ -125,6 +133,20 @@ def test_d():
 
 def test_e():
     record("e")
+    compile_something()
+
+
+def test_f():
+    record("f")
+    compile_something()
+"""
+
+WARM_OTHER_FILE = """
+from warm_record import record
+
+
+def test_g():
+    record("g")
 """
 
 
@@ -134,18 +156,26 @@ def test_a_child_readied_after_a_compile_imports_the_compile_stack_first(
 ) -> None:
     seen_log = pytester.path / "seen.log"
     monkeypatch.setenv("SEEN_LOG", str(seen_log))
-    pytester.makepyfile(test_warm=WARM_TESTS)
+    pytester.makepyfile(warm_record=WARM_RECORD, test_warm=WARM_TESTS,
+                        test_warm_other=WARM_OTHER_FILE)
+    pytester.syspathinsert()
     result = run(pytester, "--cold-compile", "--cold-compile-mode=fork",
-                 "--cold-compile-report=cold.json", "-p", "no:randomly")
-    result.assert_outcomes(passed=5)
+                 "--cold-compile-report=cold.json", "-p", "no:randomly",
+                 "test_warm.py", "test_warm_other.py")
+    result.assert_outcomes(passed=7)
     seen = dict(json.loads(line) for line in seen_log.read_text().splitlines())
     report = json.loads((pytester.path / "cold.json").read_text())
-    warmed = {name: report[f"test_warm.py::test_{name}"]["warmed_ahead"] for name in seen}
-    # a: the first child, readied for nobody. b: asks for compile_counter. c: nothing had
-    # compiled when it was announced (as b started). d: announced as c started, before c's
-    # compile was known. e: announced after it.
-    assert warmed == {"a": False, "b": True, "c": False, "d": False, "e": True}
-    for name in "acd":
+    warmed = {name: report[f"{file}::test_{name}"]["warmed_ahead"]
+              for file, names in (("test_warm.py", "abcdef"), ("test_warm_other.py", "g"))
+              for name in names}
+    # Each child is announced as the test before it starts, when the results known are those
+    # of the tests before that one. a: the first child, readied for nobody. b: asks for
+    # compile_counter. c: its file's last finished test, a, compiled nothing. d: b was last,
+    # and compiled nothing. e: c was, and compiled. f: d was. g: another file, where nothing
+    # finished yet, though e, in test_warm.py, had compiled.
+    assert warmed == {"a": False, "b": True, "c": False, "d": False, "e": True, "f": False,
+                      "g": False}
+    for name in "acdfg":
         assert not seen[name]["hashed"] and not seen[name]["dynamo"], (name, seen[name])
     for name in "be":
         assert seen[name] == {"hashed": True, "dynamo": True, "dynamo_cache_private": True}, (
