@@ -158,8 +158,9 @@ def warm_compile_stack() -> bool:
 
     What a cold child's first ``torch.compile`` would do before compiling anything: 2.1 s of
     imports and 0.5 s of hashing torch's and Triton's installed files on the 2-core CPU. Call it
-    only after ``make_private``: none of it reads or writes a cache, nothing is compiled, and
-    the child stays cold; a child forked ahead does it while the test before it runs.
+    only after ``make_private``: nothing is compiled, no cache entry is read or written (the
+    import makes the child's private Inductor directory, as a first compile would), and the
+    child stays cold; a child forked ahead does it while the test before it runs.
     """
     import importlib
 
