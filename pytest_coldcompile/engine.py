@@ -214,11 +214,13 @@ class ColdEngine:
 
     def _warms_ahead(self, item: pytest.Item) -> bool:
         """Whether a child forked ahead for item imports torch's compile stack while it waits
-        (``pristine.warm_compile_stack``): when the test asks for compile_counter, or the last
-        cold test of its file that finished compiled a graph. Tests of a file tend to do alike;
-        asking more widely, every non-compiling test after a compiling one would wait for an
-        import it does not use (2.6 s on two cores), and a suite that never compiles pays
-        nothing either way."""
+        (``pristine.warm_compile_stack``), unless ini cold_compile_warm_ahead is false: when
+        the test asks for compile_counter, or the last cold test of its file that finished
+        compiled a graph. Tests of a file tend to do alike; asking more widely, every
+        non-compiling test after a compiling one would wait for an import it does not use
+        (2.6 s on two cores), and a suite that never compiles pays nothing either way."""
+        if not options.settings(self.config).warm_ahead:
+            return False
         return self.compiled.get(_test_file(item), False) or (
             "compile_counter" in getattr(item, "fixturenames", ()))
 

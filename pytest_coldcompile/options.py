@@ -35,6 +35,12 @@ PRELOAD_HELP = (
     "Modules the zygote (see --cold-compile-mode) imports once, before forking cold children; "
     "it never initializes CUDA. Default: torch and triton, where installed."
 )
+WARM_AHEAD_HELP = (
+    "Let a cold child forked ahead of its test import torch's compile stack while the test "
+    "before it runs, when its test asks for compile_counter or the last finished cold test of "
+    "its file compiled (default true). false: every child imports it at its first compile, "
+    "inside its own timings, as a fresh process does."
+)
 TIMEOUT_HELP = (
     "Kill a cold child, with its process group, when it runs longer than SECONDS; the test "
     "fails saying 'timeout'. 0 means no limit (the default). cold_compile(timeout=...) "
@@ -77,6 +83,7 @@ class Settings:
     smem_source: str
     report_path: Path | None
     child_orders: str | None  # set only in a spawned cold child
+    warm_ahead: bool = True
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -94,7 +101,19 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("cold_compile_mode", MODE_HELP, default="auto")
     parser.addini("cold_compile_timeout", TIMEOUT_HELP, default="0")
     parser.addini("cold_compile_preload", PRELOAD_HELP, type="linelist", default=[])
+    parser.addini("cold_compile_warm_ahead", WARM_AHEAD_HELP, default="true")
     parser.addini("smem_limit", SMEM_HELP, default="")
+
+
+_SWITCH = {"true": True, "yes": True, "on": True, "1": True,
+           "false": False, "no": False, "off": False, "0": False}
+
+
+def parse_switch(value: Any, source: str) -> bool:
+    text = str(value).strip().lower()
+    if text not in _SWITCH:
+        raise pytest.UsageError(f"{source}: expected true or false, got {value!r}")
+    return _SWITCH[text]
 
 
 def parse_mode(value: Any, source: str) -> str:
@@ -169,6 +188,8 @@ def load(config: pytest.Config) -> Settings:
     )
     report = Path(opt.cold_compile_report) if opt.cold_compile_report else None
     preload_modules(config)  # validated here too: the zygote's early start does not report
+    warm_ahead = parse_switch(config.getini("cold_compile_warm_ahead"),
+                              "ini cold_compile_warm_ahead")
     return Settings(
         cold_all=cold_all,
         mode=mode,
@@ -179,6 +200,7 @@ def load(config: pytest.Config) -> Settings:
         smem_source=smem_source,
         report_path=report,
         child_orders=opt.cold_compile_child,
+        warm_ahead=warm_ahead,
     )
 
 

@@ -226,3 +226,18 @@ def test_a_warm_up_that_breaks_leaves_its_child_ready(
     assert report["test_broken.py::test_b"]["warmed_ahead"] is False
     # test_b's child was set up ahead, once; its warm-up raised; it ran without a second set-up.
     assert sorted(set_up_log.read_text().splitlines()) == ["test_a", "test_b"]
+
+
+@needs_modules("torch")
+def test_warm_ahead_false_leaves_every_child_to_import_the_stack_itself(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_off="def test_a():\n    pass\n\n"
+                                 "def test_b(compile_counter):\n    pass\n")
+    args = ["--cold-compile", "--cold-compile-mode=fork", "--cold-compile-report=cold.json",
+            "-p", "no:randomly"]
+    for setting, expected in (("true", True), ("false", False)):
+        result = run(pytester, *args, "-o", f"cold_compile_warm_ahead={setting}")
+        result.assert_outcomes(passed=2)
+        report = json.loads((pytester.path / "cold.json").read_text())
+        assert report["test_off.py::test_b"]["warmed_ahead"] is expected, setting

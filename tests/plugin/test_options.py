@@ -20,7 +20,8 @@ def test_help_documents_every_option_and_ini_key(pytester: pytest.Pytester) -> N
             "*--cold-compile-report=PATH*",
         ]
     )
-    for key in ("cold_compile (bool)", "cold_compile_mode", "cold_compile_timeout", "smem_limit"):
+    for key in ("cold_compile (bool)", "cold_compile_mode", "cold_compile_timeout", "smem_limit",
+                "cold_compile_warm_ahead"):
         result.stdout.fnmatch_lines([f"*{key}*"])
     result.stdout.no_fnmatch_line("*--cold-compile-child*")  # internal
 
@@ -69,6 +70,11 @@ def test_markers_are_documented(pytester: pytest.Pytester) -> None:
             [],
             "smem_limit = 0",
             "ini smem_limit: expected a positive whole number of bytes, got '0'",
+        ),
+        (
+            [],
+            "cold_compile_warm_ahead = sometimes",
+            "ini cold_compile_warm_ahead: expected true or false, got 'sometimes'",
         ),
     ],
 )
