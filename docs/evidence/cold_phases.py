@@ -8,6 +8,14 @@ the other node counts, and the float64 references the test compares with.
     PYTEST_COLDCOMPILE_SMEM_LIMIT=101376 python docs/evidence/cold_phases.py multi-focus bf16-amp
 
 The cap is applied as a cold child applies it (``pytest_coldcompile.smem_cap.SmemCap``).
+Each phase also lists the Triton compiles this process ran in it (kernel name, seconds, cache
+hit): validation's compiles of gridpair's kernels, Inductor's compiles of them and of its own.
+
+    COLD_PHASES_INDUCTOR_WORKERS=16 python docs/evidence/cold_phases.py multi-focus float32
+
+runs Inductor with its compile worker pool instead of in-process (a cold child's
+``compile_threads=1``), the pool started in the warm-up phase, as a child readied ahead could
+start it, and awaited there; its compiles are not in the lists (they run in the workers).
 """
 
 import os
@@ -21,7 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 caches = tempfile.mkdtemp(prefix="cold-phases-")
 os.environ["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")
-os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # as in a cold child (pristine.py)
+INDUCTOR_WORKERS = os.environ.get("COLD_PHASES_INDUCTOR_WORKERS", "1")
+os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = INDUCTOR_WORKERS  # 1 as in a cold child
+COMPILES: list[tuple[str, float, bool]] = []
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "regressions"), str(ROOT / "tests" / "gridpair")]
 
 
@@ -29,6 +39,18 @@ def phase(name: str, since: list[float]) -> None:
     now = time.perf_counter()
     print(f"{name:<38} {now - since[0]:7.2f} s   (at {now - START:6.2f} s)", flush=True)
     since[0] = now
+    if COMPILES:
+        print(f"{'  Triton compiles':<38} {sum(s for _, s, _ in COMPILES):7.2f} s   ("
+              + ", ".join(f"{n} {s:.2f}{' hit' if hit else ''}" for n, s, hit in COMPILES) + ")",
+              flush=True)
+        COMPILES.clear()
+
+
+def listen(*, src, metadata, metadata_group, times, cache_hit) -> None:
+    seconds = (getattr(times, "ir_initialization", 0)
+               + sum(t for _, t in getattr(times, "lowering_stages", ()))
+               + getattr(times, "store_results", 0)) / 1e6
+    COMPILES.append((metadata["name"].removeprefix("_grid_pair_"), seconds, cache_hit))
 
 
 def main() -> int:
@@ -48,7 +70,16 @@ def main() -> int:
     if limit:
         SmemCap(int(limit)).install()
     pristine.warm_compile_stack()
-    phase("compile stack and hashes (warm-up)", mark)
+    from triton import knobs
+
+    knobs.compilation.listener = listen
+    if INDUCTOR_WORKERS != "1":
+        from torch._inductor.async_compile import AsyncCompile, maybe_warm_pool
+
+        maybe_warm_pool()
+        AsyncCompile.wait_pool_ready()
+    phase(f"compile stack and hashes (warm-up{', pool' if INDUCTOR_WORKERS != '1' else ''})",
+          mark)
     seconds: dict[str, float] = {}
     gridpair.SELECTOR.subscribe(
         lambda e: seconds.__setitem__(e.op, seconds.get(e.op, 0.0) + (e.seconds or 0.0))
