@@ -18,13 +18,13 @@ from pathlib import Path
 os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="stage-times-")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import torch  # noqa: E402
-import triton.backends.nvidia.compiler as nvidia  # noqa: E402
-from triton import knobs  # noqa: E402
+import torch
+import triton.backends.nvidia.compiler as nvidia
+from triton import knobs
 
-from gridpair import devices  # noqa: E402
-from gridpair.geometry import Geometry, Tile  # noqa: E402
-from gridpair.probe import compile_candidate, contiguous_signature  # noqa: E402
+from gridpair import devices
+from gridpair.geometry import Geometry, Tile
+from gridpair.probe import compile_candidate, contiguous_signature
 
 P147 = Geometry(49, 2, 3, 96, 584)
 SHIPPED = [("fwd", torch.bfloat16, Tile(128, 64, 3, 8)),
