@@ -149,9 +149,9 @@ def _private_header_dir(caches: str) -> None:
 
 
 # The fork server does not import torch's compile stack (Dynamo, Inductor) for its children:
-# torch._dynamo.package builds its on-disk DynamoCache from the cache directory at import, so
-# children forked after the import would hold a cache in the parent's directory, not their
-# private one (and the import itself creates that directory). A child forked ahead imports it
+# importing torch._dynamo.package calls Inductor's cache_dir(), which creates the cache
+# directory and writes its path into TORCHINDUCTOR_CACHE_DIR; in the server that is the user's
+# default location, which nothing of a cold run may touch. A child forked ahead imports it
 # itself instead, once its caches are private, while the test before it runs
 # (warm_compile_stack).
 COMPILE_STACK = ("torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx")

@@ -215,6 +215,40 @@ def test_private_caches_are_used_then_removed(cold: pytest.Pytester, mode: str) 
     assert entry["mode_reason"] == f"{mode}: chosen by --cold-compile-mode"
 
 
+DYNAMO_IN_PARENT = """
+import torch._dynamo  # binds Dynamo's package cache to this process's cache directory
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dynamo_package_cache_is_private_when_pytest_imported_dynamo(
+    cold: pytest.Pytester, mode: str
+) -> None:
+    """Importing Dynamo runs Inductor's cache_dir(), which creates the user's default cache
+    directory and writes it into TORCHINDUCTOR_CACHE_DIR: a conftest that imports Dynamo does
+    so in the pytest process, and forked children inherit that environment. A cold child still
+    keeps Dynamo's on-disk packages in its private directory."""
+    cold.makeconftest(DYNAMO_IN_PARENT)
+    cold.makepyfile(
+        """
+        import os, pytest
+
+        @pytest.mark.cold_compile
+        def test_cold(cold_state):
+            from torch._dynamo.package import DynamoCache
+            path = DynamoCache.path_prefix()
+            private = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+            assert private.startswith(cold_state.cache_dir)
+            assert path == os.path.join(private, "dynamo"), path
+        """
+    )
+    tmp = cold.path / "tmp"
+    tmp.mkdir()
+    cold._monkeypatch.setenv("TMPDIR", str(tmp))
+    cold._monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    run(cold, f"--cold-compile-mode={mode}").assert_outcomes(passed=1)
+
+
 def test_spawn_mode_runs_the_test_in_a_fresh_interpreter(cold: pytest.Pytester) -> None:
     cold.makepyfile(
         """
