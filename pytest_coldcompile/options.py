@@ -229,7 +229,8 @@ def preload_modules(config: pytest.Config) -> list[str]:
     listed = [name for name in listed if name]
     for name in listed:
         if not all(part.isidentifier() for part in name.split(".")):
-            raise pytest.UsageError(f"ini cold_compile_preload: {name!r} is not a module name")
+            raise pytest.UsageError(f"ini cold_compile_preload: {name!r} is not a module name "
+                                    "(list one module per line)")
     if listed:
         return listed
     return [name for name in DEFAULT_PRELOAD if importlib.util.find_spec(name) is not None]

@@ -9,13 +9,17 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import shutil
 import sys
+import tempfile
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import pytest
 
-from pytest_coldcompile import device, options
+from pytest_coldcompile import device, options, pristine
 from pytest_coldcompile.forkserver import ForkServer
 from pytest_coldcompile.processes import exit_now
 from pytest_coldcompile.records import redirect_std_fds
@@ -83,17 +87,42 @@ class Zygote:
             return
         _assign_gpu()
         failed = []
-        for name in self.modules:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                failed.append(f"import {name}:\n{traceback.format_exc()}")
+        with _scratch_caches():
+            for name in self.modules:
+                try:
+                    importlib.import_module(name)
+                except Exception:
+                    failed.append(f"import {name}:\n{traceback.format_exc()}")
         # What is here now lives as long as the zygote: out of the collector's sight, each
         # child's pytest.main skips it in its gc passes (half a second per child with torch
         # loaded) and does not copy its pages by touching their reference counts.
         gc.freeze()
         if failed:
             raise ImportError("cold_compile_preload: " + "\n".join(failed))
+
+
+@contextmanager
+def _scratch_caches() -> Iterator[None]:
+    """Caches of a scratch directory for the preload, removed after it.
+
+    Some modules write to their cache directory as they are imported: torch._dynamo's import
+    creates Inductor's and writes its path into TORCHINDUCTOR_CACHE_DIR, which would be the
+    user's default location here. Nothing a preload makes is for the children, which start
+    from their own environment and private caches."""
+    scratch = tempfile.mkdtemp(prefix="pytest-coldcompile-zygote-")
+    scratch_env = {name: value for name, value in pristine.cache_env(scratch).items()
+                   if name != pristine.HEADER_DIR_ENV}
+    saved = {name: os.environ.get(name) for name in scratch_env}
+    os.environ.update(scratch_env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _assign_gpu() -> None:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from coldhelp import conftest, modules_importable_by_name, needs_fork, run
+from coldhelp import conftest, modules_importable_by_name, needs_fork, needs_modules, run
 
 pytestmark = needs_fork
 needs_gcc = pytest.mark.skipif(not os.path.exists("/usr/bin/gcc"), reason="needs gcc")
@@ -212,7 +212,34 @@ def test_a_bad_preload_name_is_a_usage_error_naming_the_key(cold: pytest.Pyteste
     cold.makepyfile("def test_any():\n    pass\n")
     result = run(cold, "--cold-compile")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*cold_compile_preload: 'not a module' is not a module name*"])
+    result.stderr.fnmatch_lines(
+        ["*cold_compile_preload: 'not a module' is not a module name (list one module per line)*"]
+    )
+
+
+@needs_modules("torch")
+def test_preloading_the_compile_stack_touches_no_default_cache(cold: pytest.Pytester) -> None:
+    """Importing Dynamo creates Inductor's cache directory and writes its path into
+    TORCHINDUCTOR_CACHE_DIR (torch._dynamo.package, at import). Preloaded by the zygote, it must
+    not create the user's default one; its children still start with Dynamo imported, and with
+    their own private caches."""
+    cold.makeini("[pytest]\ncold_compile_preload =\n    torch\n    torch._dynamo\n")
+    cold.makepyfile(
+        """
+        import os, sys
+
+        def test_cold(cold_state):
+            assert "torch._dynamo" in sys.modules, "preloaded by the zygote"
+            assert os.environ["TORCHINDUCTOR_CACHE_DIR"].startswith(cold_state.cache_dir)
+        """
+    )
+    tmp = cold.path / "tmp"
+    tmp.mkdir()
+    cold._monkeypatch.setenv("TMPDIR", str(tmp))
+    cold._monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    run(cold, "--cold-compile", "--cold-compile-mode=zygote").assert_outcomes(passed=1)
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("torchinductor")] == []
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("pytest-coldcompile-zygote")] == []
 
 
 def _gone(pid: int) -> bool:
