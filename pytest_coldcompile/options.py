@@ -60,7 +60,10 @@ MARKERS = {
         "nothing before, with private empty caches and launch selectors reset; timeout in "
         "seconds overrides --cold-compile-timeout."
     ),
-    "requires_cuda": "requires_cuda: skip unless a CUDA device is visible.",
+    "requires_cuda": (
+        "requires_cuda: skip unless a CUDA device is visible and torch, where installed, is a "
+        "CUDA build."
+    ),
     "requires_smem": (
         "requires_smem(BYTES): skip unless the per-block shared memory of the CUDA device "
         "(its opt-in limit, lowered by any smem_limit/--smem-limit cap) is at least BYTES."

@@ -26,9 +26,9 @@ class LaunchEvent:
     """One probe, admit or fallback decision of a launch selector.
 
     ``kind``, ``op``, ``config``, ``resources`` and ``outcome`` are the protocol; ``selector``
-    names the selector that emitted it, ``device`` what it validated for, and ``seconds`` (a
-    probe's compile time, None when nothing was compiled) feeds the cold report's
-    selection time.
+    names the selector that emitted it, ``device`` what it validated for, and ``seconds``: on
+    a probe its compile time, on an admit or fallback how long the caller waited for that
+    decision (None where unknown); only the latter feeds the cold report's selection time.
     """
 
     kind: str

@@ -1,7 +1,8 @@
 """The zygote: a fork server forked from pytest before any conftest or test module is imported.
 
-Asked to, it imports torch, triton and the cold_compile_preload modules once (never CUDA) and
-forks one child per cold test, which re-collects its test by node id as a spawned child does.
+Asked to, it imports the cold_compile_preload modules (by default torch and triton, where
+installed) once, never CUDA, and forks one child per cold test, which re-collects its test by
+node id as a spawned child does.
 """
 
 from __future__ import annotations

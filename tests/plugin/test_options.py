@@ -31,7 +31,7 @@ def test_markers_are_documented(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*@pytest.mark.cold_compile(timeout=None): run this test cold*",
-            "*@pytest.mark.requires_cuda: skip unless a CUDA device is visible.",
+            "*@pytest.mark.requires_cuda: skip unless a CUDA device is visible and torch*",
             "*@pytest.mark.requires_smem(BYTES): skip unless*",
             "*@pytest.mark.smem_limit(BYTES): emulate a device*",
         ]
