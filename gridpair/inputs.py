@@ -84,12 +84,13 @@ def check_inputs(operands: Mapping[str, Tensor], to_grid: Tensor, from_grid: Ten
                              f"{first}), got {args[name].device}")
 
 
-def check_constant_projectors(to_grid: Tensor, from_grid: Tensor) -> None:
-    """The fused operator computes no projector gradient: refuse projectors that want one."""
+def check_constant_projectors(to_grid: Tensor, from_grid: Tensor, *, where: str = "") -> None:
+    """The fused operator computes no projector gradient: refuse projectors that want one
+    (errors start with ``where``), rather than leave them silently without a gradient."""
     for name, value in (("to_grid", to_grid), ("from_grid", from_grid)):
         if value.requires_grad:
             raise ValueError(
-                f"{name}: expected a constant projector (requires_grad=False); grid_pair "
+                f"{where}{name}: expected a constant projector (requires_grad=False); grid_pair "
                 "computes no gradient for projectors - detach it or register it as a buffer, "
                 "or use reference_grid_pair"
             )

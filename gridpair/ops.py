@@ -18,7 +18,7 @@ from torch import Tensor
 from torch.library import triton_op
 
 from gridpair import reference
-from gridpair.inputs import check_inputs
+from gridpair.inputs import check_constant_projectors, check_inputs
 from gridpair.kernels import KERNELS, OPERANDS
 from gridpair.launch import launch
 from gridpair.selector import active_selector, using_selector
@@ -27,8 +27,10 @@ from gridpair.selector import active_selector, using_selector
 def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
              n_frames: int, compute_dtype: torch.dtype | None) -> tuple[Tensor, ...]:
     # The ops are public too: they check everything grid_pair checks, projectors included.
+    where = f"gridpair::grid_pair_{op}: "
     check_inputs(dict(zip(OPERANDS[op], operands, strict=True)), to_grid, from_grid, n_frames,
-                 compute_dtype=compute_dtype, where=f"gridpair::grid_pair_{op}: ")
+                 compute_dtype=compute_dtype, where=where)
+    check_constant_projectors(to_grid, from_grid, where=where)
     # The kernels read contiguous projectors: a no-op for the usual constant buffers, and their
     # layout cannot then change the compiled kernel.
     to_grid, from_grid = to_grid.contiguous(), from_grid.contiguous()

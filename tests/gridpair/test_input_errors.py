@@ -173,3 +173,16 @@ def test_mixed_precision_form_names_what_does_not_fit(op, compute_dtype, dtypes,
         args[name] = args[name].to(dtype)
     with pytest.raises(error, match=rf"gridpair::grid_pair_{op}: {pattern}"):
         function(*args.values(), compute_dtype)
+
+
+@pytest.mark.parametrize("op", ["fwd", "bwd", "bwd2"])
+@pytest.mark.parametrize("projector", ["to_grid", "from_grid"])
+def test_custom_ops_refuse_a_projector_needing_gradient(op, projector):
+    """As grid_pair does: the ops compute no projector gradient, so a trainable projector
+    would otherwise stay silently without one while its operands get theirs."""
+    function, args = _op_call(op, {})
+    args[OP_OPERANDS[op][0]].requires_grad_()
+    args[projector].requires_grad_()
+    with pytest.raises(ValueError, match=rf"gridpair::grid_pair_{op}: {projector}: expected a "
+                                         r"constant projector \(requires_grad=False\)"):
+        function(*args.values())
