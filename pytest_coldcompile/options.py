@@ -250,6 +250,9 @@ def is_cold(item: pytest.Item) -> bool:
 def timeout_for(item: pytest.Item) -> tuple[float | None, str]:
     """The cold child's time limit for item and where it came from: marker > option > ini."""
     marker = item.get_closest_marker("cold_compile")
+    if marker is not None and (marker.args or set(marker.kwargs) - {"timeout"}):
+        raise ValueError(f"cold_compile marker of {item.nodeid}: expected cold_compile or "
+                         f"cold_compile(timeout=SECONDS), got {marker!r}")
     if marker is not None and marker.kwargs.get("timeout") is not None:
         source = f"cold_compile(timeout=...) marker of {item.nodeid}"
         try:
@@ -283,3 +286,13 @@ def required_smem(item: pytest.Item) -> int | None:
     if len(marker.args) != 1 or marker.kwargs:
         raise ValueError(f"{source}: expected requires_smem(BYTES), got {marker!r}")
     return parse_bytes(marker.args[0], source, ValueError)
+
+
+def requires_cuda(item: pytest.Item) -> bool:
+    """Whether item carries the requires_cuda marker; ValueError naming it when it has
+    arguments (it takes none)."""
+    marker = item.get_closest_marker("requires_cuda")
+    if marker is not None and (marker.args or marker.kwargs):
+        raise ValueError(f"requires_cuda marker of {item.nodeid}: expected requires_cuda "
+                         f"without arguments, got {marker!r}")
+    return marker is not None

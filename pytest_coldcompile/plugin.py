@@ -194,7 +194,7 @@ def _teardown_parent(
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     limit, source = options.smem_limit_for(item)  # a bad marker fails the setup here
-    needs_cuda = item.get_closest_marker("requires_cuda") is not None
+    needs_cuda = options.requires_cuda(item)
     needs_smem = options.required_smem(item)
     if needs_cuda or needs_smem is not None:
         item.stash[DEVICE_SKIP_KEY] = True

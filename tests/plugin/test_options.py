@@ -101,10 +101,19 @@ def test_a_bad_marker_argument_fails_that_test_naming_the_marker(pytester: pytes
         @pytest.mark.cold_compile(timeout="never")
         def test_c():
             pass
+        @pytest.mark.cold_compile(timeot=5)
+        def test_d():
+            pass
+        @pytest.mark.cold_compile(5)
+        def test_e():
+            pass
+        @pytest.mark.requires_cuda(12)
+        def test_f():
+            pass
         """
     )
     result = run(pytester)
-    result.assert_outcomes(errors=3)
+    result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
         [
             "*smem_limit marker of test_a_bad_marker*::test_a: expected a positive whole number "
@@ -113,6 +122,12 @@ def test_a_bad_marker_argument_fails_that_test_naming_the_marker(pytester: pytes
             "number of bytes, got -5*",
             "*cold_compile(timeout=...) marker of test_a_bad_marker*::test_c: expected a number "
             "of seconds, got 'never'*",
+            "*cold_compile marker of test_a_bad_marker*::test_d: expected cold_compile or "
+            "cold_compile(timeout=SECONDS), got *timeot*",
+            "*cold_compile marker of test_a_bad_marker*::test_e: expected cold_compile or "
+            "cold_compile(timeout=SECONDS), got *args=(5,)*",
+            "*requires_cuda marker of test_a_bad_marker*::test_f: expected requires_cuda "
+            "without arguments, got *args=(12,)*",
         ]
     )
 
