@@ -273,6 +273,38 @@ def test_a_broken_entry_point_is_an_error_naming_it(with_fake_selector: pytest.P
     )
 
 
+@pytest.mark.parametrize("how", ["in-process", "cold"])
+def test_a_broken_entry_point_imported_during_a_test_fails_that_test(
+    with_fake_selector: pytest.Pytester, how: str
+) -> None:
+    """The test that imported the selector's module is the one told, not the next one that
+    asks for launch events."""
+    fake_distribution(with_fake_selector, "fakesel", {"broken": "fakesel:NO_SUCH_NAME"})
+    with_fake_selector.makepyfile(
+        """
+        def test_imports_it(launch_events):
+            import fakesel  # noqa: F401
+
+        def test_after(launch_events):
+            pass
+        """
+    )
+    args = ["--cold-compile"] if how == "cold" else []
+    result = run(with_fake_selector, "-p", "no:randomly", *args)
+    # Cold, the import itself raises; in-process, the test's teardown (and every later test
+    # that asks for events while the module stays imported).
+    where = "*_ test_imports_it _*" if how == "cold" else "*ERROR at teardown of test_imports_it*"
+    result.stdout.fnmatch_lines(
+        [
+            where,
+            "*SelectorError: selector entry point 'broken' (fakesel:NO_SUCH_NAME)*failed to "
+            "load*",
+        ]
+    )
+    if how == "cold":  # a child of its own, which has not imported it
+        result.assert_outcomes(failed=1, passed=1)
+
+
 def test_register_selector_rejects_what_is_not_a_selector() -> None:
     from pytest_coldcompile import register_selector
 
