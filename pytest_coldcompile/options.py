@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,10 +172,39 @@ def _resolve(
     return (parse(default, "default") if default else None), "default"
 
 
+def ini_cold_compile(config: pytest.Config) -> bool:
+    """The ini key cold_compile (pytest parses it as a bool); a bad value names the key."""
+    try:
+        return bool(config.getini("cold_compile"))
+    except (ValueError, pytest.UsageError) as exc:  # pytest wraps its ValueError in one
+        raise pytest.UsageError(f"ini cold_compile: expected true or false ({exc})") from None
+
+
+def report_path(value: str | None) -> Path | None:
+    """--cold-compile-report's path, checked now rather than when the session ends: not a
+    directory, and inside a directory that exists or can be made, writable."""
+    if not value:
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise pytest.UsageError(f"--cold-compile-report: {value!r} is a directory, "
+                                "expected a file path")
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    try:  # what the directory's mode bits say is not enough (root, /proc, read-only mounts)
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as exc:
+        raise pytest.UsageError(f"--cold-compile-report: cannot write {value!r} "
+                                f"({str(ancestor)!r}: {exc.strerror or exc})") from None
+    return path
+
+
 def load(config: pytest.Config) -> Settings:
     """Resolve command line > ini for every option, validating each with its source named."""
     opt = config.option
-    cold_all = bool(opt.cold_compile) or bool(config.getini("cold_compile"))
+    cold_all = bool(opt.cold_compile) or ini_cold_compile(config)
     mode, mode_source = _resolve(
         config, "cold_compile_mode", "--cold-compile-mode", "cold_compile_mode", "auto", parse_mode
     )
@@ -189,7 +219,7 @@ def load(config: pytest.Config) -> Settings:
     smem_limit, smem_source = _resolve(
         config, "smem_limit", "--smem-limit", "smem_limit", "", parse_bytes
     )
-    report = Path(opt.cold_compile_report) if opt.cold_compile_report else None
+    report = report_path(opt.cold_compile_report)
     preload_modules(config)  # validated here too: the zygote's early start does not report
     warm_ahead = parse_switch(config.getini("cold_compile_warm_ahead"),
                               "ini cold_compile_warm_ahead")
@@ -220,7 +250,7 @@ def early_mode(config: pytest.Config) -> tuple[str, str, bool]:
         raw = str(config.getini("cold_compile_mode")).strip() or "auto"
         source = "default" if raw == "auto" else "ini cold_compile_mode"
         mode = parse_mode(raw, "ini cold_compile_mode")
-    cold_all = bool(getattr(ns, "cold_compile", None)) or bool(config.getini("cold_compile"))
+    cold_all = bool(getattr(ns, "cold_compile", None)) or ini_cold_compile(config)
     return mode, source, cold_all
 
 

@@ -30,6 +30,8 @@ FIGURES = (
     "max_admitted_shared",
     "warmed_ahead",
 )
+RECORD_KEYS = ("mode", "mode_reason", "total_s", *FIGURES, "selectors")
+"""The keys of every test's record in the JSON report, besides its outcome."""
 COLUMNS = (  # (heading, key)
     ("total s", "total_s"),
     ("compile s", "compile_s"),
@@ -98,7 +100,8 @@ class ColdReporter:
             if isinstance(name, str) and name.startswith(PREFIX)
         }
         if figures:
-            self.tests[nodeid] = {"outcome": final, **figures}
+            # One schema for every record: a child that died reported no figures (null).
+            self.tests[nodeid] = {"outcome": final, **dict.fromkeys(RECORD_KEYS), **figures}
             if final in ("failed", "error") and _debugger_requested(self.config):
                 self.debugger_skipped += 1
 

@@ -76,6 +76,21 @@ def test_markers_are_documented(pytester: pytest.Pytester) -> None:
             "cold_compile_warm_ahead = sometimes",
             "ini cold_compile_warm_ahead: expected true or false, got 'sometimes'",
         ),
+        (
+            [],
+            "cold_compile = maybe",
+            "ini cold_compile: expected true or false (invalid truth value 'maybe')",
+        ),
+        (
+            ["--cold-compile-report=."],
+            "",
+            "--cold-compile-report: '.' is a directory, expected a file path",
+        ),
+        (
+            ["--cold-compile-report=/proc/no/report.json"],
+            "",
+            "--cold-compile-report: cannot write '/proc/no/report.json' ('/proc': *",
+        ),
     ],
 )
 def test_a_bad_value_names_where_it_came_from(

@@ -105,3 +105,36 @@ def test_xdist_controller_writes_the_report(cold: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     result.stdout.fnmatch_lines(["*cold compile summary: 4 cold tests*"])
     assert len(json.loads((cold.path / "cold.json").read_text())) == 4
+
+
+def test_every_record_has_every_key_even_when_the_child_died(cold: pytest.Pytester) -> None:
+    """A consumer of the JSON report reads one schema: a crashed or timed-out child's figures
+    are null, not missing."""
+    cold.makepyfile(
+        """
+        import os, time, pytest
+
+        @pytest.mark.cold_compile
+        def test_passes():
+            pass
+
+        @pytest.mark.cold_compile
+        def test_crashes():
+            os._exit(3)
+
+        @pytest.mark.cold_compile(timeout=1)
+        def test_hangs():
+            time.sleep(30)
+        """
+    )
+    result = run(cold, "--cold-compile-report=cold.json", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=2)
+    report = json.loads((cold.path / "cold.json").read_text())
+    keys = set(report["test_every_record_has_every_key_even_when_the_child_died.py::test_passes"])
+    assert {"total_s", "compile_s", "selection_s", "tracing_s", "inductor_s", "frames",
+            "warmed_ahead", "mode", "mode_reason", "outcome"} <= keys
+    for nodeid, record in report.items():
+        assert set(record) == keys, nodeid
+    died = [r for n, r in report.items() if not n.endswith("test_passes")]
+    assert all(r["compile_s"] is None and r["frames"] is None for r in died)
+    assert all(r["outcome"] == "failed" for r in died)
