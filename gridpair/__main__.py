@@ -33,6 +33,16 @@ def _shape(text: str) -> tuple[int, int, int, int]:
     return values  # type: ignore[return-value]
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _limits(device: str | None) -> DeviceLimits:
     if device:
         return devices.profile_limits(device)
@@ -109,16 +119,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("--op", choices=("fwd", "bwd", "bwd2"), required=True)
     ex.add_argument("--dtype", choices=sorted(_DTYPES), required=True)
     ex.add_argument("--shape", type=_shape, required=True, help="N,D,F,KC of the operands")
-    ex.add_argument("--frames", type=int, required=True, help="K, frames packed in KC")
-    ex.add_argument("--grid", type=int, required=True, help="G, grid points")
+    ex.add_argument("--frames", type=_positive, required=True, help="K, frames packed in KC")
+    ex.add_argument("--grid", type=_positive, required=True, help="G, grid points")
     ex.add_argument("--device", choices=sorted(devices.PROFILES), default=None,
                     help="device profile (default: $GRIDPAIR_DEVICE, else the current GPU)")
     ex.add_argument("--all", action="store_true",
                     help="probe every candidate, not only up to the admitted one")
     ex.add_argument("--json", action="store_true", help="print the decision as one JSON object")
     args = parser.parse_args(argv)
-    if args.frames < 1 or args.grid < 1:
-        parser.error("--frames and --grid must be at least 1")
+    if args.shape[3] % args.frames:
+        ex.error(f"--frames {args.frames} does not divide the last axis of --shape "
+                 f"({args.shape[3]})")
     limits = _limits(args.device)
     start = time.perf_counter()
     decision, from_cache = explain(args.op, _DTYPES[args.dtype], args.shape, args.frames,

@@ -124,7 +124,12 @@ def limits_for(device: torch.device) -> DeviceLimits | None:
         index = device.index if device.index is not None else torch.cuda.current_device()
         return _cuda_limits(index, capped(compiler.max_shared_mem(index)))
     emulated = harness.emulated_profile()
-    return None if emulated is None else profile_limits(emulated)
+    if emulated is None:
+        return None
+    if emulated not in PROFILES:
+        raise ValueError(f"{harness.DEVICE_ENV}: unknown device profile {emulated!r}; expected "
+                         f"one of: {', '.join(sorted(PROFILES))}")
+    return profile_limits(emulated)
 
 
 @functools.lru_cache(maxsize=64)

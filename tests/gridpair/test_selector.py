@@ -378,7 +378,8 @@ def test_subscribe_and_unsubscribe(profile):
 
 def test_an_unknown_profile_names_the_known_ones(monkeypatch):
     monkeypatch.setenv("GRIDPAIR_DEVICE", "h300")
-    with pytest.raises(ValueError, match=r"unknown device profile 'h300'; expected one of: .*"
+    with pytest.raises(ValueError, match=r"GRIDPAIR_DEVICE: unknown device profile 'h300'; "
+                                         r"expected one of: .*"
                                          r"rtx-pro-6000-blackwell"):
         LaunchSelector().choose("fwd", *launch_args("fwd"))
 
