@@ -21,6 +21,11 @@ import pytest
 from pytest_coldcompile import records
 from pytest_coldcompile.forkserver import ChildExit
 
+# The last line of a child's traceback when a launch selector failed to load, subscribe or
+# reset while the child was being prepared for its test.
+_SELECTOR_ERROR = re.compile(r"^pytest_coldcompile\.selectors\.SelectorError: (.+)$",
+                             re.MULTILINE)
+
 
 @dataclass
 class ChildResult:
@@ -193,6 +198,9 @@ def problem(
     if result.refused is not None:
         return f"{_where(item)}: {result.refused}"
     if result.error is not None:
+        selector = _SELECTOR_ERROR.search(result.error)
+        if selector is not None:  # the user's selector, not the plugin, failed the set-up
+            return f"{_where(item)}: {selector.group(1)}\n{result.error}"
         return "the cold child's own machinery failed (not the test itself):\n" + result.error
     if ended.signal is not None:
         return (
