@@ -207,14 +207,10 @@ def problem(
             f"{_where(item)}: running the test CRASHED with signal {ended.signal} "
             f"({signal_name(ended.signal)})"
         )
-    finished = any(r.when == "teardown" for r in result.reports)
-    if not finished and result.exit is None and not result.interrupted:
-        # pytest-timeout's thread method dumps the stacks, then os._exit(1)s the child.
-        streams = (records.RAW_OUT, records.RAW_ERR, records.CAPTURED_OUT, records.CAPTURED_ERR)
-        printed = "".join(_read(test_dir, name) for name in streams)
+    if _exited_early(result):
         by = (
             " (pytest-timeout's thread method ended it: Timeout)"
-            if re.search(r"\+{3,} Timeout \+{3,}", printed)
+            if _ended_by_pytest_timeout(test_dir)
             else ""
         )
         return (
@@ -222,6 +218,30 @@ def problem(
             f"before it reported the whole test{by}"
         )
     return None
+
+
+def _exited_early(result: ChildResult) -> bool:
+    """The child ended on its own before it reported the test's teardown."""
+    finished = any(r.when == "teardown" for r in result.reports)
+    return not finished and result.exit is None and not result.interrupted
+
+
+def _ended_by_pytest_timeout(test_dir: str) -> bool:
+    # pytest-timeout's thread method dumps the stacks, then os._exit(1)s the child.
+    streams = (records.RAW_OUT, records.RAW_ERR, records.CAPTURED_OUT, records.CAPTURED_ERR)
+    printed = "".join(_read(test_dir, name) for name in streams)
+    return re.search(r"\+{3,} Timeout \+{3,}", printed) is not None
+
+
+def _crashed(result: ChildResult, ended: ChildExit, test_dir: str) -> bool:
+    """The test's process died under it, no exception to judge: killed by a signal, or it
+    exited (os._exit, a library's exit) before it reported the test. Not a timeout, of the
+    plugin or of pytest-timeout, and not a failure of the plugin's own machinery."""
+    if ended.timed_out or result.error is not None or result.refused is not None:
+        return False
+    if ended.signal is not None:
+        return True
+    return _exited_early(result) and not _ended_by_pytest_timeout(test_dir)
 
 
 def _evaluate_xfail(item: pytest.Item) -> Any:
@@ -273,8 +293,8 @@ def _xfail_instead(item: pytest.Item, text: str) -> dict[str, Any] | None:
     """A crash under a triggered xfail is its expected failure, as pytest-forked reports it.
 
     As in pytest: --runxfail and a false condition mean no xfail; ``raises=`` names exception
-    types, which a crash (a signal, no exception) is not, so it is a failure there; strict
-    concerns passing tests only, so it changes nothing for a crash.
+    types, which a crash (a signal or an early exit, no exception) is not, so it is a failure
+    there; strict concerns passing tests only, so it changes nothing for a crash.
     """
     if item.config.getoption("runxfail", False):
         return None
@@ -311,7 +331,7 @@ def complete(
     longrepr: Any = text
     outcome = "failed"
     fields: dict[str, Any] = {}
-    if ended.signal is not None and not ended.timed_out and result.error is None:
+    if _crashed(result, ended, test_dir):
         xfail = _xfail_instead(item, text)
         if xfail is not None and xfail["outcome"] == "skipped":
             outcome = xfail["outcome"]

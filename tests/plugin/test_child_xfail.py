@@ -1,5 +1,6 @@
-"""A crash under xfail marks is judged as pytest judges an exception there: conditions, raises,
-run, strict and --runxfail all count."""
+"""A crash under xfail marks (a signal, or the child exiting before it reported the test) is
+judged as pytest judges an exception there: conditions, raises, run, strict and --runxfail all
+count."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ CRASHES = """
 import os, signal, sys, pytest
 
 def crash():
-    os.kill(os.getpid(), signal.SIGABRT)
+    CRASH
 
 @pytest.mark.xfail(False, reason="positional false condition")
 def test_false_condition():
@@ -56,8 +57,14 @@ EXPECTED_FAILED = [
 ]
 
 
-def test_crashes_under_xfail_follow_pytests_evaluation(cold: pytest.Pytester) -> None:
-    cold.makepyfile(CRASHES)
+@pytest.mark.parametrize(("crash", "said"), [
+    ("os.kill(os.getpid(), signal.SIGABRT)", "CRASHED with signal 6"),
+    ("os._exit(7)", "EXITED with status 7"),
+])
+def test_crashes_under_xfail_follow_pytests_evaluation(
+    cold: pytest.Pytester, crash: str, said: str
+) -> None:
+    cold.makepyfile(CRASHES.replace("CRASH", crash))
     result = run(cold, "--cold-compile", "-rxXf")
     result.assert_outcomes(failed=len(EXPECTED_FAILED), xfailed=len(EXPECTED_XFAIL) + 1)
     out = result.stdout.str()
@@ -65,7 +72,7 @@ def test_crashes_under_xfail_follow_pytests_evaluation(cold: pytest.Pytester) ->
         assert f"FAILED test_crashes_under_xfail_follow_pytests_evaluation.py::{name}" in out
     result.stdout.fnmatch_lines(
         [
-            "*XFAIL*::test_true_condition - positional true condition (*CRASHED with signal 6*",
+            f"*XFAIL*::test_true_condition - positional true condition (*{said}*",
             "*XFAIL*::test_not_run - *NOTRUN* never run",
         ]
     )
