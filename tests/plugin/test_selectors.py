@@ -303,6 +303,10 @@ def test_a_broken_entry_point_imported_during_a_test_fails_that_test(
     )
     if how == "cold":  # a child of its own, which has not imported it
         result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        ["*failed to load: AttributeError: module 'fakesel' has no attribute 'NO_SUCH_NAME'*"]
+    )
+    assert "most likely due to a circular import" not in result.stdout.str()
 
 
 def test_register_selector_rejects_what_is_not_a_selector() -> None:
