@@ -246,6 +246,7 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     os.environ.update(pristine.child_environ(test_dir, orders, {}))
     if orders.get("mode") == "fork" and orders.get("gpu_position") is not None:
         device.narrow_to(int(orders["gpu_position"]))
+    os.makedirs(ctx.cache_dir, exist_ok=True)  # cold_state.cache_dir exists, empty
     pristine.make_private(ctx.cache_dir)
     pristine.reset_compiler_state()
     ctx.stats.install()
