@@ -1,13 +1,18 @@
 """What makes a process cold: private empty caches, no remote caches or PGO, no worker pools,
 and no compile state from before. The environment of a spawned child is built here too.
-Inductor's precompiled C++ header, which says nothing about the kernels under test, is the one
-artifact shared by the children of a session (``HEADER_DIR_ENV``).
+What the children of a session share says nothing about the kernels under test: Inductor's
+precompiled C++ header and its verdicts on which vector ISAs the machine's compiler can build
+(``HEADER_DIR_ENV``).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -148,6 +153,64 @@ def _private_header_dir(caches: str) -> None:
     import_hooks.when_imported("torch._inductor.codecache", patch)
 
 
+VEC_ISA_DIR = "vec_isa"
+"""Where, in the session's header directory, cold children keep Inductor's verdicts on which
+vector ISAs the machine's compiler can build and load (``_shared_vec_isa_verdicts``)."""
+
+
+def _shared_vec_isa_verdicts(caches: str) -> None:
+    """Share Inductor's vector-ISA checks between the children of a session.
+
+    Before its first C++ kernel, Inductor compiles a probe library for each vector ISA the
+    CPU reports and loads it in a fresh interpreter, in the cache: 8.8-9.3 s on the 2-core CPU
+    in an empty cache, in every cold child that compiles for the CPU. A verdict depends on the
+    probe's code, the ISA's flags, the compiler and torch (Inductor's own key for the probe)
+    and says nothing about the kernels under test. The first child of a session checks as
+    Inductor does, in its private cache, and records each verdict beside the shared headers;
+    the next ones read it.
+    """
+    verdicts = os.path.join(
+        os.environ.get(HEADER_DIR_ENV) or os.path.join(caches, "inductor", "precompiled_headers"),
+        VEC_ISA_DIR,
+    )
+
+    def patch(module: ModuleType) -> None:
+        isa_class = getattr(module, "VecISA", None)
+        check_build = getattr(isa_class, "check_build", None)
+        fingerprint = getattr(module, "_get_isa_dry_compile_fingerprint", None)
+        if check_build is None or fingerprint is None or getattr(
+            check_build, "_coldcompile_shared", False
+        ):
+            return  # another torch: every child checks for itself
+
+        @functools.wraps(check_build)
+        def shared_check_build(isa: Any, code: str) -> bool:
+            key = hashlib.sha256(
+                f"{code}\0{fingerprint(isa.build_arch_flags())}".encode()
+            ).hexdigest()
+            path = os.path.join(verdicts, f"{key}.json")
+            try:
+                with open(path) as f:
+                    return bool(json.load(f)["builds"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            builds = bool(check_build(isa, code))
+            try:  # atomically: children of xdist workers may check at once
+                os.makedirs(verdicts, exist_ok=True)
+                with tempfile.NamedTemporaryFile("w", dir=verdicts, delete=False,
+                                                 suffix=".tmp") as f:
+                    json.dump({"isa": str(isa), "builds": builds}, f)
+                os.replace(f.name, path)
+            except OSError:
+                pass  # unshared, still correct
+            return builds
+
+        shared_check_build._coldcompile_shared = True  # type: ignore[attr-defined]
+        isa_class.check_build = shared_check_build
+
+    import_hooks.when_imported("torch._inductor.cpu_vec_isa", patch)
+
+
 # The fork server does not import torch's compile stack (Dynamo, Inductor) for its children:
 # importing torch._dynamo.package calls Inductor's cache_dir(), which creates the cache
 # directory and writes its path into TORCHINDUCTOR_CACHE_DIR; in the server that is the user's
@@ -211,3 +274,4 @@ def make_private(caches: str) -> None:
         _patch_config(module_name, values)
     _private_triton_dirs(caches)
     _private_header_dir(caches)
+    _shared_vec_isa_verdicts(caches)

@@ -74,8 +74,11 @@ def test_the_header_is_built_once_per_session_and_kernels_stay_private(tmp_path)
         assert any(p.suffix == ".so" for p in kernels), kernels  # this child's own kernel
     assert len(seen[0]) == 1  # built by the first child...
     assert seen[1] == seen[0]  # ...and reused, not rebuilt, by the second
-    # Nothing but headers and their locks in the shared directory.
-    assert {p.suffix for p in _files(shared)} <= {".h", ".gch", ".lock"}
+    # Nothing but headers and their locks in the shared directory, and the vector-ISA
+    # verdicts (test_the_vector_isa_check_is_made_once_per_session): no kernel.
+    assert {p.suffix for p in _files(shared) if p.parts[0] != pristine.VEC_ISA_DIR} <= {
+        ".h", ".gch", ".lock"}
+    assert {p.suffix for p in _files(shared / pristine.VEC_ISA_DIR)} <= {".json"}
 
 
 def test_a_warm_up_that_cannot_import_the_stack_says_so(monkeypatch):
@@ -84,3 +87,43 @@ def test_a_warm_up_that_cannot_import_the_stack_says_so(monkeypatch):
     assert pristine.warm_compile_stack() is False
     monkeypatch.setattr(pristine, "COMPILE_STACK", ("torch._dynamo",))
     assert pristine.warm_compile_stack() is True
+
+
+_ISA_CHILD = """
+import os, sys, time
+from pytest_coldcompile import pristine
+test_dir = sys.argv[1]
+os.environ.update(pristine.child_environ(test_dir, {}, {}))
+pristine.make_private(os.path.join(test_dir, "caches"))
+from torch._inductor import cpu_vec_isa
+start = time.perf_counter()
+isa = cpu_vec_isa.pick_vec_isa()
+print(repr(str(isa)), round(time.perf_counter() - start, 2))
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="needs a C++ compiler")
+def test_the_vector_isa_check_is_made_once_per_session(tmp_path):
+    """Inductor decides which vector ISAs the machine's compiler can build and load by
+    compiling and loading a probe library for each, in the cache: a fact of the machine, not
+    of a kernel. The first child of a session checks; the next one takes its verdicts and
+    builds no probe."""
+    shared = Path(pristine.shared_header_dir(tmp_path / "00001"))
+    env = {k: v for k, v in os.environ.items()
+           if k not in (pristine.HEADER_DIR_ENV, "TORCHINDUCTOR_VEC_ISA_OK")}
+    env["PYTHONPATH"] = str(ROOT)
+    picked, probes = [], []
+    for name in ("00001", "00002"):
+        test_dir = tmp_path / name
+        test_dir.mkdir()
+        run = subprocess.run([sys.executable, "-c", _ISA_CHILD, str(test_dir)], env=env,
+                             cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        picked.append(run.stdout.split()[0])
+        probes.append({p for p in _files(test_dir / "caches" / "inductor")
+                       if p.suffix in (".so", ".cpp")})
+    assert picked[0] == picked[1]
+    assert probes[0], "the first child built and loaded the probes itself"
+    assert probes[1] == set(), "the second child took the session's verdicts"
+    verdicts = _files(shared / pristine.VEC_ISA_DIR)
+    assert verdicts and {p.suffix for p in verdicts} == {".json"}
