@@ -97,8 +97,8 @@ os.environ.update(pristine.child_environ(test_dir, {}, {}))
 pristine.make_private(os.path.join(test_dir, "caches"))
 from torch._inductor import cpu_vec_isa
 start = time.perf_counter()
-isa = cpu_vec_isa.pick_vec_isa()
-print(repr(str(isa)), round(time.perf_counter() - start, 2))
+builds = bool(cpu_vec_isa.VecAVX2())  # one ISA's check (pick_vec_isa checks each in turn)
+print(builds, round(time.perf_counter() - start, 2))
 """
 
 
@@ -106,8 +106,8 @@ print(repr(str(isa)), round(time.perf_counter() - start, 2))
 def test_the_vector_isa_check_is_made_once_per_session(tmp_path):
     """Inductor decides which vector ISAs the machine's compiler can build and load by
     compiling and loading a probe library for each, in the cache: a fact of the machine, not
-    of a kernel. The first child of a session checks; the next one takes its verdicts and
-    builds no probe."""
+    of a kernel. The first child of a session checks; the next one takes its verdict (the same
+    one, whichever it is) and builds no probe."""
     shared = Path(pristine.shared_header_dir(tmp_path / "00001"))
     env = {k: v for k, v in os.environ.items()
            if k not in (pristine.HEADER_DIR_ENV, "TORCHINDUCTOR_VEC_ISA_OK")}
@@ -123,7 +123,7 @@ def test_the_vector_isa_check_is_made_once_per_session(tmp_path):
         probes.append({p for p in _files(test_dir / "caches" / "inductor")
                        if p.suffix in (".so", ".cpp")})
     assert picked[0] == picked[1]
-    assert probes[0], "the first child built and loaded the probes itself"
+    assert probes[0], "the first child built (or tried to build) the probe itself"
     assert probes[1] == set(), "the second child took the session's verdicts"
     verdicts = _files(shared / pristine.VEC_ISA_DIR)
     assert verdicts and {p.suffix for p in verdicts} == {".json"}
