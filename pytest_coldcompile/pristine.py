@@ -139,11 +139,17 @@ def _private_triton_dirs(caches: str) -> None:
     import_hooks.when_imported("triton.knobs", patch)
 
 
+def _header_dir(caches: str) -> str:
+    """Where this child keeps what the session's children share: the session's directory,
+    else (no session, e.g. a child made by hand) its own."""
+    return os.environ.get(HEADER_DIR_ENV) or os.path.join(caches, "inductor",
+                                                           "precompiled_headers")
+
+
 def _private_header_dir(caches: str) -> None:
     # Inductor keeps precompiled C++ headers in the default cache dir on purpose ("global");
     # a cold child must not write there: it uses the session's directory, else its own.
-    header_dir = os.environ.get(HEADER_DIR_ENV) or os.path.join(
-        caches, "inductor", "precompiled_headers")
+    header_dir = _header_dir(caches)
 
     def patch(codecache: ModuleType) -> None:
         if hasattr(codecache, "_HEADER_DIR"):
@@ -169,10 +175,7 @@ def _shared_vec_isa_verdicts(caches: str) -> None:
     Inductor does, in its private cache, and records each verdict beside the shared headers;
     the next ones read it.
     """
-    verdicts = os.path.join(
-        os.environ.get(HEADER_DIR_ENV) or os.path.join(caches, "inductor", "precompiled_headers"),
-        VEC_ISA_DIR,
-    )
+    verdicts = os.path.join(_header_dir(caches), VEC_ISA_DIR)
 
     def patch(module: ModuleType) -> None:
         isa_class = getattr(module, "VecISA", None)

@@ -62,7 +62,6 @@ def _load(ep: importlib.metadata.EntryPoint) -> Any:
         if not hasattr(obj, "reset") and callable(obj):
             obj = obj()  # a factory: call it once for the selector
     except Exception as exc:
-        detail = f"{type(exc).__name__}: {exc}"
         module = sys.modules.get(ep.module)
         name = (ep.attr or "").split(".")[0]
         if isinstance(exc, AttributeError) and module is not None and name and not hasattr(
@@ -72,7 +71,7 @@ def _load(ep: importlib.metadata.EntryPoint) -> Any:
             # it as initializing: its message would blame a circular import that is not there.
             raise SelectorError(f"{where} failed to load: AttributeError: module "
                                 f"{ep.module!r} has no attribute {name!r}") from None
-        raise SelectorError(f"{where} failed to load: {detail}") from exc
+        raise SelectorError(f"{where} failed to load: {type(exc).__name__}: {exc}") from exc
     _check(obj, where)
     _loaded[ep.name] = obj
     for callback in list(_on_load):
