@@ -3,14 +3,14 @@ import os
 import shutil
 import tempfile
 
-from pytest_coldcompile.pristine import HEADER_DIR_ENV
+from pytest_coldcompile.child.pristine import HEADER_DIR_ENV
 
 pytest_plugins = ["pytester"]
 
 # One directory of Inductor's precompiled C++ header for the whole run: the xdist workers and
 # every pytester session the plugin's tests start inherit it, so a 2-core machine builds the
 # header once rather than once per worker and per inner session (5-8 s each,
-# pytest_coldcompile.pristine.shared_header_dir). Kernel artifacts stay private to each test.
+# pytest_coldcompile.child.pristine.shared_header_dir). Kernel artifacts stay private to each test.
 # Set at import, before the plugin forks its zygote or xdist starts its workers; the process
 # that made it removes it.
 if not os.environ.get(HEADER_DIR_ENV):

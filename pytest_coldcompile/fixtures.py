@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import child, options, selectors
+from pytest_coldcompile import options, selectors
+from pytest_coldcompile.child import runner
 from pytest_coldcompile.protocol import KINDS, LaunchEvent
 
 
@@ -31,7 +32,7 @@ class ColdState:
 @pytest.fixture
 def cold_state(request: pytest.FixtureRequest) -> ColdState:
     """Facts about how this test runs: ``.cold``, ``.mode``, ``.cache_dir``, ``.smem_limit``."""
-    ctx = child.active(request.config)
+    ctx = runner.active(request.config)
     if ctx is not None:
         return ColdState(True, ctx.mode, ctx.cache_dir, ctx.smem_limit)
     limit, _ = options.smem_limit_for(request.node)

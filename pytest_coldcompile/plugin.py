@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import child, device_markers, interop, options, report, smem_cap, zygote
-from pytest_coldcompile.engine import ColdEngine
+from pytest_coldcompile import interop, options, report
+from pytest_coldcompile.child import runner
+from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
+from pytest_coldcompile.isolation import zygote
+from pytest_coldcompile.isolation.engine import ColdEngine
 
 __all__ = ["cold_state", "compile_counter", "launch_events"]
 
@@ -64,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     s = options.load(config)
     config.stash[options.SETTINGS_KEY] = s
     if s.child_orders:
-        spawned = child.SpawnedChild(config, s.child_orders)
+        spawned = runner.SpawnedChild(config, s.child_orders)
         config.pluginmanager.register(spawned, "coldcompile-child")
         config.stash[WORKERINPUT_KEY] = spawned.orders.get("workerinput") or {}
     else:
@@ -121,7 +124,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     engine = item.config.stash.get(ENGINE_KEY, None)
-    if child.active(item.config) is not None:
+    if runner.active(item.config) is not None:
         return _child_protocol(item, nextitem)
     if engine is None or not options.is_cold(item):
         return None
@@ -159,7 +162,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def _child_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     """A spawned or zygote child's protocol: one attempt, so that a protocol plugin such as
     pytest-rerunfailures reruns in the parent, each attempt in a fresh child, as in fork mode.
-    (A forked child never gets here: child.run_forked registers its own protocol first.)"""
+    (A forked child never gets here: runner.run_forked registers its own protocol first.)"""
     from _pytest.runner import runtestprotocol
 
     if item.config.pluginmanager.get_plugin("terminalreporter") is None:
@@ -198,9 +201,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     needs_smem = options.required_smem(item)
     if needs_cuda or needs_smem is not None:
         item.stash[DEVICE_SKIP_KEY] = True
-        device_markers.skip_unless_device(needs_cuda, needs_smem, limit, source)
+        markers.skip_unless_device(needs_cuda, needs_smem, limit, source)
         del item.stash[DEVICE_SKIP_KEY]
-    if limit is not None and child.active(item.config) is None:
+    if limit is not None and runner.active(item.config) is None:
         # In-process: capped from setup to teardown. Kernels this process loaded before are
         # not checked again.
         item.stash[CAP_KEY] = smem_cap.install(limit)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import device
+from pytest_coldcompile.devices import cuda
 
 PREFIX = "cold_compile."
 TIMINGS = ("selection_s", "tracing_s", "inductor_s", "compile_s")
@@ -176,9 +176,9 @@ def cuda_state_line() -> str:
     def said(flag: bool) -> str:
         return "yes" if flag else "no"
 
-    loaded = device.cuda_driver_loaded()
+    loaded = cuda.cuda_driver_loaded()
     return (
-        f"pytest process: torch.cuda initialized: {said(device.torch_cuda_initialized())}; "
+        f"pytest process: torch.cuda initialized: {said(cuda.torch_cuda_initialized())}; "
         f"CUDA driver (libcuda) loaded: {said(loaded)}, "
-        f"initialized: {said(loaded and device.cuda_driver_initialized())}"
+        f"initialized: {said(loaded and cuda.cuda_driver_initialized())}"
     )

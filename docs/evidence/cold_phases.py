@@ -1,13 +1,13 @@
 """Where the wall time of one cold force-step regression goes, phase by phase, in a fresh
 process with empty Triton and Inductor caches: the body of test_compiled_force_loss_step_cold,
 timed. Imports, the compile stack a child readied ahead imports before its test
-(``pytest_coldcompile.pristine.warm_compile_stack``), CUDA's start, tracing with launch
+(``pytest_coldcompile.child.pristine.warm_compile_stack``), CUDA's start, tracing with launch
 selection inside (and the selection's own seconds per op), Inductor's compile and first run,
 the other node counts, and the float64 references the test compares with.
 
     PYTEST_COLDCOMPILE_SMEM_LIMIT=101376 python docs/evidence/cold_phases.py multi-focus bf16-amp
 
-The cap is applied as a cold child applies it (``pytest_coldcompile.smem_cap.SmemCap``).
+The cap is applied as a cold child applies it (``pytest_coldcompile.devices.smem_cap.SmemCap``).
 Each phase also lists the Triton compiles this process ran in it (kernel name, seconds, cache
 hit): validation's compiles of gridpair's kernels, Inductor's compiles of them and of its own.
 
@@ -62,8 +62,8 @@ def main() -> int:
     from force_step import Case, assert_matches_reference, compile_step, operands
 
     import gridpair
-    from pytest_coldcompile import pristine
-    from pytest_coldcompile.smem_cap import SmemCap
+    from pytest_coldcompile.child import pristine
+    from pytest_coldcompile.devices.smem_cap import SmemCap
 
     phase("import gridpair, force_step", mark)
     limit = os.environ.get("PYTEST_COLDCOMPILE_SMEM_LIMIT")

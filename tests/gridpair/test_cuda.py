@@ -276,7 +276,7 @@ def test_real_handles_enforce_an_emulated_limit(monkeypatch):
     OutOfResources, and the selector admits a later one that loads under the cap."""
     from triton.runtime.errors import OutOfResources
 
-    from pytest_coldcompile import smem_cap
+    from pytest_coldcompile.devices import smem_cap
 
     operands, projectors = _production_bwd2()
     finder = LaunchSelector()
@@ -308,7 +308,7 @@ def test_compiled_force_step_runs_validated_kernels(triton_compiles):
     """Under torch.compile and a Triton-level cap that refuses the production tiles (the
     test above), the compiled step runs and matches eager: Triton would refuse to load any
     kernel over the cap, so every kernel the step launched is one the selector validated."""
-    from pytest_coldcompile import smem_cap
+    from pytest_coldcompile.devices import smem_cap
 
     events = []
     unsubscribe = gridpair.SELECTOR.subscribe(events.append)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from coldhelp import conftest, needs_fork, needs_modules, run
 
-from pytest_coldcompile import report, stats
+from pytest_coldcompile import report
+from pytest_coldcompile.child import stats
 
 
 class _Clock:

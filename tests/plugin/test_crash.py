@@ -323,7 +323,7 @@ def test_a_selector_failing_in_the_child_set_up_is_named_on_the_error(
 
 
 def test_signal_names_cover_common_crashes() -> None:
-    from pytest_coldcompile.child_reports import signal_name
+    from pytest_coldcompile.isolation.child_reports import signal_name
 
     assert signal_name(signal.SIGSEGV) == "SIGSEGV"
     assert signal_name(signal.SIGBUS) == "SIGBUS"

@@ -110,9 +110,9 @@ def _big_kernel() -> tuple[tuple[int, ...], object]:
 
 
 def _hardware_optin() -> int:
-    from pytest_coldcompile import device
+    from pytest_coldcompile.devices import cuda
 
-    return device.facts().gpus[0].smem_optin
+    return cuda.facts().gpus[0].smem_optin
 
 
 # -- cold children using CUDA (issue 4) ----------------------------------------------------------
@@ -134,9 +134,9 @@ def test_cold_child_uses_cuda(cold_state, compile_counter, record_property):
 @pytest.mark.requires_cuda
 @pytest.mark.cold_compile
 def test_device_facts_match_what_cuda_reports():
-    from pytest_coldcompile import device
+    from pytest_coldcompile.devices import cuda
 
-    gpu = device.facts().gpus[0]
+    gpu = cuda.facts().gpus[0]
     props = torch.cuda.get_device_properties(0)
     assert gpu.smem_optin == props.shared_memory_per_block_optin
     assert gpu.capability == (props.major, props.minor)
@@ -207,7 +207,7 @@ def test_a_removed_cap_leaves_inductor_workers_uncapped():
     """Inductor's compile workers read device properties recorded by the first caller."""
     from torch._dynamo import device_interface
 
-    from pytest_coldcompile import smem_cap
+    from pytest_coldcompile.devices import smem_cap
 
     worker = device_interface.CudaInterface.Worker
     cache = device_interface.caching_worker_device_properties

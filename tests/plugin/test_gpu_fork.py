@@ -64,9 +64,9 @@ def test_forked_child_uses_cuda(cold_state, record_property):
 def test_each_worker_child_sees_one_gpu(i, record_property):
     import torch
 
-    from pytest_coldcompile import device
+    from pytest_coldcompile.devices import cuda
 
-    worker = device.xdist_worker_index()
+    worker = cuda.xdist_worker_index()
     record_property("worker", os.environ.get("PYTEST_XDIST_WORKER", ""))
     record_property("cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     record_property("device_count", torch.cuda.device_count())
@@ -74,7 +74,7 @@ def test_each_worker_child_sees_one_gpu(i, record_property):
     assert torch.ones(4, device="cuda").sum().item() == 4.0
     if worker is None:
         # Not narrowed: the child sees what a probe of this environment sees, all of it.
-        assert torch.cuda.device_count() == len(device.facts().gpus) >= 1
+        assert torch.cuda.device_count() == len(cuda.facts().gpus) >= 1
     else:
         assert torch.cuda.device_count() == 1
         assert os.environ["CUDA_VISIBLE_DEVICES"], "a worker's child is given one GPU"
@@ -90,9 +90,9 @@ def test_warm_triton_kernel_in_process():
 @pytest.mark.requires_cuda
 @pytest.mark.cold_compile
 def test_cold_child_does_not_inherit_the_warm_triton_kernel(cold_state):
-    from pytest_coldcompile import device
+    from pytest_coldcompile.devices import cuda
 
-    assert device.cuda_driver_initialized() is False, "the fork server was forked before CUDA"
+    assert cuda.cuda_driver_initialized() is False, "the fork server was forked before CUDA"
     assert _jit_cache_entries() == 0, "the warm test's kernel is in this child"
     assert _bump() == [1.0] * 16
     assert _jit_cache_entries() == 1
@@ -123,9 +123,9 @@ def _plugin_args() -> list[str]:
 
 
 def _two_gpus() -> None:
-    from pytest_coldcompile import device
+    from pytest_coldcompile.devices import cuda
 
-    if len(device.facts().gpus) < 2:
+    if len(cuda.facts().gpus) < 2:
         pytest.skip("needs two GPUs")
 
 

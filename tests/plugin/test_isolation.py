@@ -336,7 +336,7 @@ def test_pytest_forked_fails_where_cold_compile_passes(cold: pytest.Pytester) ->
 def test_a_spawned_child_gets_the_command_line_minus_what_must_not_reach_it(
     pytester: pytest.Pytester,
 ) -> None:
-    from pytest_coldcompile import spawn
+    from pytest_coldcompile.isolation import spawn
 
     pytester.makeini("[pytest]\naddopts = -ra --maxfail=3\n")
     args = [

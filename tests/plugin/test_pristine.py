@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_coldcompile import pristine
+from pytest_coldcompile.child import pristine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def test_a_header_directory_of_the_users_own_is_kept(tmp_path, monkeypatch):
 
 _CHILD = """
 import os, sys, torch
-from pytest_coldcompile import pristine
+from pytest_coldcompile.child import pristine
 test_dir = sys.argv[1]
 os.environ.update(pristine.child_environ(test_dir, {}, {}))
 pristine.make_private(os.path.join(test_dir, "caches"))
@@ -91,7 +91,7 @@ def test_a_warm_up_that_cannot_import_the_stack_says_so(monkeypatch):
 
 _ISA_CHILD = """
 import os, sys, time
-from pytest_coldcompile import pristine
+from pytest_coldcompile.child import pristine
 test_dir = sys.argv[1]
 os.environ.update(pristine.child_environ(test_dir, {}, {}))
 pristine.make_private(os.path.join(test_dir, "caches"))

@@ -17,7 +17,7 @@ from coldhelp import conftest, modules_importable_by_name, needs_fork, run
 FAKE_HARDWARE = """
 import sys, types
 import torch, triton.compiler.compiler
-import pytest_coldcompile.device as device
+import pytest_coldcompile.devices.cuda as device
 
 H200 = 232448
 
@@ -48,8 +48,8 @@ torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(
     name="Fake H200", shared_memory_per_block_optin=H200, shared_memory_per_block=49152,
     multi_processor_count=132)
 
-device._probe_uncached = lambda: device.DeviceFacts(
-    (device.Gpu(0, "Fake H200", H200, 49152, (9, 0)),))
+cuda._probe_uncached = lambda: cuda.DeviceFacts(
+    (cuda.Gpu(0, "Fake H200", H200, 49152, (9, 0)),))
 torch.version.cuda = torch.version.cuda or "12.8"  # a CUDA build, as on a GPU machine
 """
 
@@ -216,10 +216,10 @@ def test_without_a_gpu_device_markers_skip_and_cuda_is_never_touched(cold: pytes
 
 
 FAKE_GPU_ONLY = """
-import pytest_coldcompile.device as device
+import pytest_coldcompile.devices.cuda as device
 
-device._probe_uncached = lambda: device.DeviceFacts(
-    (device.Gpu(0, "Fake H200", 232448, 49152, (9, 0)),))
+cuda._probe_uncached = lambda: cuda.DeviceFacts(
+    (cuda.Gpu(0, "Fake H200", 232448, 49152, (9, 0)),))
 """
 
 
@@ -227,7 +227,7 @@ device._probe_uncached = lambda: device.DeviceFacts(
 def test_a_gpu_with_a_cpu_build_of_torch_skips_naming_the_build(
     pytester: pytest.Pytester, args: list[str]
 ) -> None:
-    from pytest_coldcompile.device_markers import torch_build
+    from pytest_coldcompile.devices.markers import torch_build
 
     found = torch_build()  # importing torch here would clash with pytester's module snapshots
     if found is None or found[1]:
@@ -261,7 +261,7 @@ def test_a_gpu_with_a_cpu_build_of_torch_skips_naming_the_build(
 
 
 def test_torch_build_is_read_from_version_py_without_importing(tmp_path, monkeypatch) -> None:
-    from pytest_coldcompile import device_markers
+    from pytest_coldcompile.devices import markers
 
     package = tmp_path / "torch"
     package.mkdir()
@@ -270,9 +270,9 @@ def test_torch_build_is_read_from_version_py_without_importing(tmp_path, monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     (package / "version.py").write_text(version.format("cu128", "'12.8'"))
-    assert device_markers.torch_build() == ("9.9.9+cu128", True)
+    assert markers.torch_build() == ("9.9.9+cu128", True)
     (package / "version.py").write_text(version.format("cpu", "None"))
-    assert device_markers.torch_build() == ("9.9.9+cpu", False)
+    assert markers.torch_build() == ("9.9.9+cpu", False)
     assert "torch" not in sys.modules
 
 
@@ -280,7 +280,7 @@ def test_removing_a_cap_drops_the_device_properties_recorded_under_it() -> None:
     pytest.importorskip("torch")
     import torch._dynamo.device_interface as interface
 
-    from pytest_coldcompile import smem_cap
+    from pytest_coldcompile.devices import smem_cap
 
     cache = interface.caching_worker_device_properties
     saved = cache.pop("cuda", None)
@@ -302,7 +302,7 @@ def test_removing_a_cap_drops_the_device_properties_recorded_under_it() -> None:
 
 
 def test_gpu_assignment_for_xdist_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_coldcompile.device import gpu_for_worker
+    from pytest_coldcompile.devices.cuda import gpu_for_worker
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
@@ -320,9 +320,9 @@ def test_gpu_assignment_for_xdist_workers(monkeypatch: pytest.MonkeyPatch) -> No
 
 # Loaded with -p, before the zygote forks: each worker's zygote probes these two GPUs.
 FAKE_TWO_GPUS = """
-import pytest_coldcompile.device as device
-GPU = device.Gpu(0, "Fake", 232448, 49152, (9, 0))
-device._probe_uncached = lambda: device.DeviceFacts((GPU, GPU))
+import pytest_coldcompile.devices.cuda as device
+GPU = cuda.Gpu(0, "Fake", 232448, 49152, (9, 0))
+cuda._probe_uncached = lambda: cuda.DeviceFacts((GPU, GPU))
 """
 
 
@@ -389,7 +389,7 @@ int cuDeviceGetAttribute(int *v, int attr, int d) {
 def test_the_probe_reads_the_driver_in_a_subprocess(tmp_path, monkeypatch) -> None:
     import subprocess
 
-    from pytest_coldcompile import device
+    from pytest_coldcompile.devices import cuda
 
     (tmp_path / "fake.c").write_text(FAKE_LIBCUDA)
     subprocess.run(
@@ -398,13 +398,13 @@ def test_the_probe_reads_the_driver_in_a_subprocess(tmp_path, monkeypatch) -> No
     )
     control = tmp_path / "nvidiactl"
     control.touch()
-    monkeypatch.setattr(device, "NVIDIA_CONTROL", str(control))
+    monkeypatch.setattr(cuda, "NVIDIA_CONTROL", str(control))
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    facts = device._probe_uncached()
+    facts = cuda._probe_uncached()
     assert [g.pci_bus_id for g in facts.gpus] == ["0000:01:00.0", "0000:02:00.0"]
-    assert facts.gpus[0] == device.Gpu(0, "Fake GPU", 232448, 49152, (9, 0), "0000:01:00.0")
+    assert facts.gpus[0] == cuda.Gpu(0, "Fake GPU", 232448, 49152, (9, 0), "0000:01:00.0")
     with open("/proc/self/maps", encoding="utf-8") as maps:  # the probe's process loaded it
         assert str(tmp_path / "libcuda.so.1") not in maps.read()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert device._probe_uncached().note == "CUDA_VISIBLE_DEVICES hides every device"
+    assert cuda._probe_uncached().note == "CUDA_VISIBLE_DEVICES hides every device"

@@ -44,16 +44,16 @@ def _fake_libcuda(directory: Path) -> str:
 
 DETECT = """
 import ctypes, json, sys
-from pytest_coldcompile import device
+from pytest_coldcompile.devices import cuda
 steps = sys.argv[2:]
-out = {"before": device.cuda_driver_initialized()}
+out = {"before": cuda.cuda_driver_initialized()}
 if "load" in steps:
     lib = ctypes.CDLL(sys.argv[1])
-    out["loaded"] = device.cuda_driver_loaded()
-    out["mapped"] = device.cuda_driver_initialized()
+    out["loaded"] = cuda.cuda_driver_loaded()
+    out["mapped"] = cuda.cuda_driver_initialized()
 if "init" in steps:
     assert lib.cuInit(0) == 0
-    out["initialized"] = device.cuda_driver_initialized()
+    out["initialized"] = cuda.cuda_driver_initialized()
 print(json.dumps(out))
 """
 
@@ -253,9 +253,9 @@ def _gone(pid: int) -> bool:
 def test_an_inline_run_stops_its_zygote(cold: pytest.Pytester) -> None:
     # In-process (pytester inline): the zygote is this process's child, and nothing but the
     # plugin's cleanup would end it.
-    from pytest_coldcompile import device
+    from pytest_coldcompile.devices import cuda
 
-    if device.cuda_driver_initialized():  # an in-process GPU test ran before, on this worker
+    if cuda.cuda_driver_initialized():  # an in-process GPU test ran before, on this worker
         pytest.skip("this process initialized CUDA: no zygote can be forked from it")
     cold.makepyfile(
         """
@@ -343,8 +343,8 @@ def test_zygote_mode_says_when_cuda_was_initialized_before_the_zygote_could_fork
     # CUDA driver was initialized already (an earlier in-process run did it).
     pytester.makepyfile(
         cuda_was_initialized=(
-            "import pytest_coldcompile.device as device\n"
-            "device.cuda_driver_initialized = lambda: True\n"
+            "import pytest_coldcompile.devices.cuda as device\n"
+            "cuda.cuda_driver_initialized = lambda: True\n"
         )
     )
     pytester.makepyfile("def test_cold(cold_state):\n    assert cold_state.mode == 'spawn'\n")
@@ -368,7 +368,7 @@ def test_a_cold_run_on_a_gpu_machine_preloads_the_zygote_at_once(cold: pytest.Py
     _zygote_project(cold, "auto")
     (cold.path / "nvidiactl").touch()
     cold.makepyfile(
-        fakedriver="import pytest_coldcompile.device as d\n"
+        fakedriver="import pytest_coldcompile.devices.cuda as d\n"
         f"d.NVIDIA_CONTROL = {str(cold.path / 'nvidiactl')!r}\n",
         test_zygote_run="def test_cold(cold_state):\n    assert cold_state.mode == 'fork'\n",
     )

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from pytest_coldcompile import device
+from pytest_coldcompile.devices import cuda
 
 
-def _gpu() -> device.Gpu | None:
-    gpus = device.facts().gpus
+def _gpu() -> cuda.Gpu | None:
+    gpus = cuda.facts().gpus
     return gpus[0] if gpus else None
 
 
@@ -67,7 +67,7 @@ def missing_for_cuda() -> list[str]:
     """What keeps this process from using CUDA: no driver or device, a CPU build of torch."""
     missing = []
     if _gpu() is None:
-        missing.append(device.facts().describe_none())
+        missing.append(cuda.facts().describe_none())
     build = torch_build()
     if build is not None and not build[1]:
         missing.append(f"torch {build[0]} is a CPU build")

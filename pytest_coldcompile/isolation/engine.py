@@ -15,17 +15,11 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import (
-    child,
-    child_reports,
-    device,
-    options,
-    report,
-    selectors,
-    spawn,
-    zygote,
-)
-from pytest_coldcompile.forkserver import ChildExit, ForkServer, ServerError
+from pytest_coldcompile import options, report, selectors
+from pytest_coldcompile.child import runner
+from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.isolation import child_reports, spawn, zygote
+from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
 
 
 def choose_mode(
@@ -76,11 +70,11 @@ def choose_mode(
 
 def _cuda_initialized() -> bool:
     # torch's flag first: it is set before the driver call returns.
-    return device.torch_cuda_initialized() or device.cuda_driver_initialized()
+    return cuda.torch_cuda_initialized() or cuda.cuda_driver_initialized()
 
 
 def _needs_device_facts(items: list[pytest.Item]) -> bool:
-    if device.xdist_worker_index() is not None:
+    if cuda.xdist_worker_index() is not None:
         return True
     return any(
         it.get_closest_marker("requires_cuda") or it.get_closest_marker("requires_smem")
@@ -122,8 +116,8 @@ class ColdEngine:
     def start(self) -> None:
         """Everything children should inherit is done here, before the fork server forks."""
         if _needs_device_facts(self.items):
-            facts = device.facts()  # a probe subprocess, never CUDA here
-            self.gpu = device.gpu_for_worker(len(facts.gpus))
+            facts = cuda.facts()  # a probe subprocess, never CUDA here
+            self.gpu = cuda.gpu_for_worker(len(facts.gpus))
         selectors.entry_points()  # list once; importing them is left to the children
         factory = getattr(self.config, "_tmp_path_factory", None)
         if factory is not None and any(
@@ -153,20 +147,20 @@ class ColdEngine:
     def _preload(self) -> None:
         # In the server: selectors whose module is imported already are loaded once, so
         # children inherit them; a failure is reproduced (and reported) by each child.
-        from pytest_coldcompile import child
+        from pytest_coldcompile.child import runner
 
-        child.arm_fork_server(self.config)
+        runner.arm_fork_server(self.config)
         selectors.load_entry_points(only_imported=True)
 
     def _child_main(self, request: dict[str, Any]) -> None:
-        from pytest_coldcompile import child
+        from pytest_coldcompile.child import runner
 
-        child.run_forked(self.items[request["index"]], request["orders"])
+        runner.run_forked(self.items[request["index"]], request["orders"])
 
     def _child_ready(self, request: dict[str, Any]) -> None:
-        from pytest_coldcompile import child
+        from pytest_coldcompile.child import runner
 
-        child.ready_forked(self.items[request["index"]], request["orders"])
+        runner.ready_forked(self.items[request["index"]], request["orders"])
 
     def close(self) -> None:
         self._break_promise()
@@ -189,7 +183,7 @@ class ColdEngine:
         xml = self.config.stash.get(_JUNIT_XML_KEY, None) if _JUNIT_XML_KEY else None
         return {
             # A re-collecting child refuses another item under the same node id.
-            "fingerprint": child.item_fingerprint(item),
+            "fingerprint": runner.item_fingerprint(item),
             # Whether the parent writes JUnit XML, and in which family: the child records
             # record_xml_attribute / record_testsuite_property calls only then.
             "junit_family": getattr(xml, "family", None),

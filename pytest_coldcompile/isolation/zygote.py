@@ -20,10 +20,12 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_coldcompile import device, options, pristine
-from pytest_coldcompile.forkserver import ForkServer
-from pytest_coldcompile.processes import exit_now
-from pytest_coldcompile.records import redirect_std_fds
+from pytest_coldcompile import options
+from pytest_coldcompile.child import pristine
+from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.isolation.forkserver import ForkServer
+from pytest_coldcompile.isolation.processes import exit_now
+from pytest_coldcompile.isolation.records import redirect_std_fds
 
 ZYGOTE_KEY = pytest.StashKey["Zygote"]()
 # Why start_early did not fork one, where the reason is worth telling.
@@ -128,9 +130,9 @@ def _scratch_caches() -> Iterator[None]:
 
 def _assign_gpu() -> None:
     """Under xdist, worker gwK's zygote (and so all its children) sees GPU K mod n only."""
-    if device.xdist_worker_index() is None:
+    if cuda.xdist_worker_index() is None:
         return
-    gpu = device.gpu_for_worker(len(device.facts().gpus))  # a probe subprocess, not CUDA here
+    gpu = cuda.gpu_for_worker(len(cuda.facts().gpus))  # a probe subprocess, not CUDA here
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu[0]
 
@@ -199,7 +201,7 @@ def start_early(config: pytest.Config) -> Zygote | None:
         return None  # pytest_configure reports it
     if mode in ("fork", "spawn"):
         return None
-    if device.cuda_driver_initialized():
+    if cuda.cuda_driver_initialized():
         # An earlier pytest run in this process (pytester's inline runs, a GPU test run
         # in-process) initialized CUDA: a zygote forked now could not use it.
         config.stash[NOT_STARTED_KEY] = (
@@ -212,7 +214,7 @@ def start_early(config: pytest.Config) -> Zygote | None:
     # test cold on a machine with an NVIDIA driver, where collection may initialize CUDA and
     # waiting for the decision would add the imports to the first cold test (measured on the
     # H200: 0.60 s per test against 0.30 s preloaded, docs/evidence/h200/round2/).
-    if mode == "zygote" or (cold_all and os.path.exists(device.NVIDIA_CONTROL)):
+    if mode == "zygote" or (cold_all and os.path.exists(cuda.NVIDIA_CONTROL)):
         zygote.preload()
     return zygote
 

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_coldcompile import import_hooks
-from pytest_coldcompile.records import CACHES
+from pytest_coldcompile.isolation.records import CACHES
 
 # Already-imported config modules read their environment at import; set them directly.
 #

@@ -18,17 +18,19 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_coldcompile import device, pristine, selectors
-from pytest_coldcompile.processes import die_with_parent, exit_now
-from pytest_coldcompile.records import (
+from pytest_coldcompile import selectors
+from pytest_coldcompile.child import pristine
+from pytest_coldcompile.child.stats import CompileStats
+from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.devices.smem_cap import SmemCap
+from pytest_coldcompile.isolation.processes import die_with_parent, exit_now
+from pytest_coldcompile.isolation.records import (
     CACHES,
     CAPTURED_ERR,
     CAPTURED_OUT,
     redirect_std_fds,
     write_record,
 )
-from pytest_coldcompile.smem_cap import SmemCap
-from pytest_coldcompile.stats import CompileStats
 
 
 @dataclass
@@ -245,7 +247,7 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
         os.environ.pop(name, None)
     os.environ.update(pristine.child_environ(test_dir, orders, {}))
     if orders.get("mode") == "fork" and orders.get("gpu_position") is not None:
-        device.narrow_to(int(orders["gpu_position"]))
+        cuda.narrow_to(int(orders["gpu_position"]))
     os.makedirs(ctx.cache_dir, exist_ok=True)  # cold_state.cache_dir exists, empty
     pristine.make_private(ctx.cache_dir)
     pristine.reset_compiler_state()
