@@ -343,7 +343,7 @@ def test_zygote_mode_says_when_cuda_was_initialized_before_the_zygote_could_fork
     # CUDA driver was initialized already (an earlier in-process run did it).
     pytester.makepyfile(
         cuda_was_initialized=(
-            "import pytest_coldcompile.devices.cuda as device\n"
+            "from pytest_coldcompile.devices import cuda\n"
             "cuda.cuda_driver_initialized = lambda: True\n"
         )
     )
