@@ -34,6 +34,8 @@ def copy_example(pytester: pytest.Pytester) -> Path:
 
 
 def run_try_it(pytester: pytest.Pytester) -> pytest.RunResult:
+    # A subprocess even for the in-process case: the example's conftest registers its selector
+    # in pytest_coldcompile's process-wide registry, which an inline run would leave behind.
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *try_it_args(), timeout=120)
 
 
