@@ -21,20 +21,8 @@ from pytest_coldcompile import import_hooks
 from pytest_coldcompile.isolation.records import CACHES
 
 # Already-imported config modules read their environment at import; set them directly.
-#
-# compile_threads stays 1: no worker pool to start, leak or deadlock on. Measured on the 2-core
-# CPU, a cold child compiling a small force-step-like training step (a 3-64-64-1 SiLU MLP on 300
-# points, forward and backward; Inductor compile seconds): 1 thread 15.4, 13.6, 17.4; Inductor's
-# subprocess pool of 2, started cold in the child, 21.3, 17.6. The pool's start (fresh Python
-# processes importing torch) costs more than a few small kernels' parallel compiles save; and a
-# pool inherited through fork is unusable (reset_compiler_state forgets it), so fork and zygote
-# children would start theirs cold every time, as spawn children do. On the H200 (16 cores), a
-# capped P147 force step (docs/evidence/cold_phases.py, h200/round10/call1): Inductor's compile
-# and first call took 5.5-6.1 s (bf16-amp) and 6.6-7.0 s (float32) in one thread, 3.6-4.1 and
-# 5.1-6.8 s with a pool of 16 already started and ready; starting it took 2.6-4.9 s more, and
-# every step finished later (18.3-22.5 s against 16.8-19.0). The largest part of the float32
-# compile is one kernel's (2.4-2.9 s), which no pool splits; even started ahead of the test, a
-# pool would put 16 processes importing torch beside every cold child.
+# compile_threads stays 1: a worker pool costs a cold child more to start than it saves, and a
+# forked one is unusable (figures: docs/design.md, "One compile thread in a cold child").
 CONFIG_PATCHES: dict[str, dict[str, Any]] = {
     "torch._inductor.config": {
         "compile_threads": 1,

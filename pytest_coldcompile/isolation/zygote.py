@@ -212,8 +212,7 @@ def start_early(config: pytest.Config) -> Zygote | None:
     zygote.start()
     # It imports while pytest collects: at once when asked for, and in an `auto` run of every
     # test cold on a machine with an NVIDIA driver, where collection may initialize CUDA and
-    # waiting for the decision would add the imports to the first cold test (measured on the
-    # H200: 0.60 s per test against 0.30 s preloaded, docs/evidence/h200/round2/).
+    # waiting would put the imports in the first cold test (docs/design.md, "The zygote").
     if mode == "zygote" or (cold_all and os.path.exists(cuda.NVIDIA_CONTROL)):
         zygote.preload()
     return zygote

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The GPU evidence, one step at a time, without installing the project (lib.sh registers the
+# plugin and gridpair's selector through a dist-info on PYTHONPATH):
+#     OUT=/path/to/output bash docs/evidence/gpu.sh STEP [STEP...]
+# Steps (docs/evidence/README.md says which claim each one measures):
+#   tests       gridpair's CUDA tests
+#   plugin      the plugin's GPU tests (fork, zygote, shared-memory cap, isolation)
+#   two-gpus    xdist on two GPUs: each worker's cold children see one GPU (nvidia-h200-x2)
+#   regressions every cold regression, and the proof (the unvalidated selector fails cold, a
+#               warm run masks it)
+#   cold        the capped P147 regressions one after another and two at once, with reports
+#   zygote      the same one after another: fork, zygote, zygote preloading the compile stack
+#   phases      the phases of one cold capped step per precision, each phase's Triton compiles
+#   selection   six cold selections: 1, 4, 8 and 16 validation workers; capped: 4, 8, 16
+#   bench       every implementation of the benchmark (benchmarks/results/h200.json)
+#   eager       the eager step's host time, split and side by side with unprepared launches
+#   isolation   the cold overhead per test and mode (benchmarks/results/isolation-h200.json)
+#   sweep       the P147 tile sweep (tuned tiles for gridpair/tuned.py)
+# Each step's command, output and exit status go to $OUT/<name>.log; $OUT/summary.txt keeps the
+# lines that carry the evidence. Every call starts with the versions and compiles
+# site-packages' bytecode, as an installed environment has it.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source docs/evidence/lib.sh
+(($#)) || { sed -n '2,18p' "$0"; exit 2; }
+
+CAP=101376
+T=tests/regressions/test_cold_force_loss.py::test_compiled_force_loss_step_cold
+SERIAL=("$T[single-focus-packed-bf16-amp]" "$T[multi-focus-float32]" "$T[multi-focus-bf16-amp]")
+STACK=$'torch\ntriton\ntorch._dynamo\ntorch._functorch.aot_autograd\ntorch._inductor.compile_fx'
+
+records() {  # one line per record of a --cold-compile-report file, into the summary
+    python3 - "$1" >> "$OUT/summary.txt" <<'PY'
+import json, os, sys
+records = json.load(open(sys.argv[1]))
+print(os.path.basename(sys.argv[1]), "; ".join(
+    f"{test.split('[')[-1].rstrip(']')} {r['outcome']} {r['total_s'] or 0:.1f} s "
+    f"(select {r['selection_s'] or 0:.1f}, trace {r['tracing_s'] or 0:.1f}, "
+    f"inductor {r['inductor_s'] or 0:.1f}, {r['mode']}{', warmed' if r.get('warmed_ahead') else ''})"
+    for test, r in records.items()))
+PY
+}
+
+step() {
+    case "$1" in
+    tests)
+        run cuda-tests 200 "${PYTEST[@]}" -n 8 tests/gridpair/test_cuda.py \
+            tests/gridpair/test_launch.py tests/gridpair/test_early_rejection.py ;;
+    plugin)
+        run plugin-gpu 300 "${PYTEST[@]}" -p no:randomly -n 4 tests/plugin/test_gpu.py \
+            tests/plugin/test_smem.py tests/plugin/test_zygote.py tests/plugin/test_gpu_fork.py \
+            tests/plugin/test_fork_ahead.py tests/plugin/test_isolation.py
+        run cold-cuda-after-is-available 120 env COLDCOMPILE_TEST_CUDA_AT_COLLECTION=1 \
+            "${PYTEST[@]}" -p no:randomly tests/plugin/test_gpu.py --cold-compile -v \
+            -k "test_cold_child_uses_cuda or test_device_facts_match_what_cuda_reports" \
+            --cold-compile-report="$OUT/cold-cuda-after-is-available.json" ;;
+    two-gpus)
+        run xdist-two-gpus 120 "${PYTEST[@]}" -p no:randomly tests/plugin/test_gpu_fork.py -v \
+            -n 2 --cold-compile -k test_each_worker_child_sees_one_gpu --junitxml="$OUT/xdist.xml"
+        grep -ho 'name="[a-z_]*" value="[^"]*"' "$OUT/xdist.xml" | sort | uniq -c \
+            >> "$OUT/summary.txt" ;;
+    regressions)
+        run regressions-all-cold 200 "${PYTEST[@]}" --cold-compile \
+            tests/regressions/test_cold_force_loss.py -n 2 \
+            --cold-compile-report="$OUT/all-report.json"
+        run proof 200 "${PYTEST[@]}" tests/regressions/test_proof.py -n 3 ;;
+    cold)
+        run regressions-serial 200 "${PYTEST[@]}" -p no:randomly --cold-compile \
+            --smem-limit $CAP "${SERIAL[@]}" --cold-compile-report="$OUT/cold-report-serial.json"
+        run regressions-n2 120 "${PYTEST[@]}" --cold-compile --smem-limit $CAP \
+            "$T[multi-focus-float32]" "$T[multi-focus-bf16-amp]" -n 2 \
+            --cold-compile-report="$OUT/cold-report-n2.json"
+        records "$OUT/cold-report-serial.json"
+        records "$OUT/cold-report-n2.json" ;;
+    zygote)
+        for round in 1 2; do
+            run "fork-$round" 200 "${PYTEST[@]}" -p no:randomly --cold-compile --smem-limit $CAP \
+                "${SERIAL[@]}" --cold-compile-report="$OUT/fork-$round.json"
+            run "zygote-default-$round" 200 "${PYTEST[@]}" -p no:randomly --cold-compile \
+                --cold-compile-mode=zygote --smem-limit $CAP "${SERIAL[@]}" \
+                --cold-compile-report="$OUT/zygote-default-$round.json"
+            run "zygote-stack-$round" 200 "${PYTEST[@]}" -p no:randomly --cold-compile \
+                --cold-compile-mode=zygote -o "cold_compile_preload=$STACK" --smem-limit $CAP \
+                "${SERIAL[@]}" --cold-compile-report="$OUT/zygote-stack-$round.json"
+        done
+        for report in "$OUT"/fork-*.json "$OUT"/zygote-*.json; do records "$report"; done ;;
+    phases)
+        run stage-times 120 python3 docs/evidence/compile_stage_times.py --repeat
+        grep -hE '^stages|^driver' "$OUT/stage-times.log" >> "$OUT/summary.txt"
+        for precision in bf16-amp float32; do
+            run "phases-$precision" 120 env PYTEST_COLDCOMPILE_SMEM_LIMIT=$CAP \
+                python3 docs/evidence/cold_phases.py multi-focus "$precision"
+            grep -hE '^[a-zA-Z ]+ +[0-9.]+ s|of which|Triton compiles' \
+                "$OUT/phases-$precision.log" >> "$OUT/summary.txt"
+        done ;;
+    selection)
+        run selection 200 python3 benchmarks/bench_selection.py --cold --profile cuda \
+            --workers 1 4 8 16 --repeats 2
+        run selection-capped 200 python3 benchmarks/bench_selection.py --cold --profile cuda \
+            --workers 4 8 16 --repeats 2 --smem-limit $CAP
+        grep -h '^cold selection' "$OUT"/selection*.log >> "$OUT/summary.txt" ;;
+    bench)
+        run bench-all 400 python3 benchmarks/bench_gridpair.py \
+            --impls fused,fused-ops,fused-compiled,reference-eager,reference-compiled \
+            --out "$OUT/h200.json" ;;
+    eager)
+        for dtype in bf16-amp float32; do
+            run "breakdown-$dtype" 60 python3 docs/evidence/eager_host_breakdown.py --dtype "$dtype"
+            run "split-$dtype" 60 python3 docs/evidence/eager_step_split.py --dtype "$dtype"
+        done
+        grep -hE '^(step|part|split)' "$OUT"/breakdown-*.log "$OUT"/split-*.log \
+            >> "$OUT/summary.txt" ;;
+    isolation)
+        run bench-isolation 420 python3 benchmarks/bench_isolation.py --spawn-tests 2 \
+            --repeats 1 --out "$OUT/isolation-h200.json" ;;
+    sweep)
+        run sweep 500 python3 benchmarks/sweep_tiles.py --out "$OUT/sweep.json" \
+            --plan "P147:bf16,fp32" --tuned-out "$OUT/tuned-tiles.json" ;;
+    *)
+        echo "gpu.sh: unknown step '$1' (see the list at the top of $0)" >&2
+        return 2 ;;
+    esac
+}
+
+for name in "$@"; do  # refuse a misspelt step before spending any device time
+    case "$name" in
+    tests|plugin|two-gpus|regressions|cold|zygote|phases|selection|bench|eager|isolation|sweep) ;;
+    *) step "$name"; exit 2 ;;
+    esac
+done
+begin
+for name in "$@"; do step "$name"; done
+cat "$OUT/summary.txt"
