@@ -117,6 +117,7 @@ class ColdReporter:
         for (mode, reason), count in sorted(
             Counter(
                 (t.get("mode", "?"), t.get("mode_reason", "")) for t in self.tests.values()
+                if t.get("mode") is not None or "proof" not in t  # a proof that ran no child
             ).items()
         ):
             tr.write_line(f"{count} run as {mode} ({reason})")

@@ -89,6 +89,7 @@ class ProofLeg:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        __tracebackhide__ = True
         with contextlib.ExitStack() as stack:
             try:
                 self.guards = marker.read(item)

@@ -266,6 +266,7 @@ class Prover:
         if isinstance(item, ProofItem) and call.when == "setup" and report.skipped:
             # A proof skipped before it ran (requires_cuda, skipif): listed with the reason.
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+            reason = str(reason).removeprefix("Skipped: ")
             item.user_properties += [(PROOF_PREFIX + "verdict", "skipped"),
                                      (PROOF_PREFIX + "message", str(reason))]
         return report

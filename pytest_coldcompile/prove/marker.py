@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import re
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,8 @@ def describe(value: Any) -> str:
     """How a marker argument is named in messages: a path as given, an object by its name."""
     if isinstance(value, str):
         return value
+    if isinstance(value, types.ModuleType):
+        return value.__name__
     name = getattr(value, "__qualname__", None) or getattr(type(value), "__qualname__", "?")
     return str(name)
 
@@ -213,6 +216,7 @@ def exception_types(guards: Guards) -> tuple[type[BaseException], ...]:
 def enter_bug(guards: Guards, item: pytest.Item, stack: contextlib.ExitStack) -> None:
     """Bring the bug back for the rest of stack (in the child): GuardsError when the marker
     names something unusable, whatever the bug's own set-up raises otherwise."""
+    __tracebackhide__ = True
     if guards.bug_kind == "fixture":
         item._request.getfixturevalue(guards.bug)  # type: ignore[attr-defined]
         return
@@ -228,7 +232,8 @@ def enter_bug(guards: Guards, item: pytest.Item, stack: contextlib.ExitStack) ->
         if not (hasattr(manager, "__enter__") and hasattr(manager, "__exit__")):
             raise GuardsError(f"{guards.where}: bug {describe(guards.bug)}() returned "
                               f"{manager!r}, not a context manager")
-    stack.enter_context(manager)
+    type(manager).__enter__(manager)
+    stack.push(manager)  # its __exit__, when the test's call ends
 
 
 def warm_up(guards: Guards) -> Callable[[], Any]:

@@ -44,6 +44,8 @@ def lines(found: dict[str, dict[str, Any]]) -> list[str]:
             what = f"{p['exception']}"
             if p.get("location"):
                 what += f" at {p['location']}"
+        elif verdict == "missed":
+            what = "passed with the bug active"
         else:
             what = str(p.get("message") or "")
         if p.get("masked"):
