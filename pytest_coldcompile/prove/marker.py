@@ -103,10 +103,12 @@ def resolve(text: str, what: str, where: str) -> Any:
     return found
 
 
-def exception_type(value: Any, where: str) -> type[BaseException]:
+def exception_type(value: Any, where: str, given: str | None = None) -> type[BaseException]:
+    """value, an exception type; GuardsError otherwise (given: the path that named it)."""
     if isinstance(value, type) and issubclass(value, BaseException):
         return value
-    raise GuardsError(f"{where}: raises={describe(value)!r} is not an exception type "
+    shown = repr(given) if given else describe(value) if isinstance(value, type) else repr(value)
+    raise GuardsError(f"{where}: raises={shown} is not an exception type "
                       f"(got {type(value).__name__} {value!r})")
 
 
@@ -127,7 +129,7 @@ def _check_exception_path(text: str, where: str) -> None:
         raise GuardsError(f"{where}: raises={text!r}: no module named {top!r}")
     module, _ = _split(text)
     if module in sys.modules:
-        exception_type(resolve(text, "raises", where), where)
+        exception_type(resolve(text, "raises", where), where, text)
 
 
 def _fixture_exists(item: pytest.Item, name: str) -> bool:
@@ -207,8 +209,8 @@ def read(item: pytest.Item) -> Guards:
 def exception_types(guards: Guards) -> tuple[type[BaseException], ...]:
     """raises=, resolved (in the child)."""
     return tuple(
-        exception_type(resolve(r, "raises", guards.where) if isinstance(r, str) else r,
-                       guards.where)
+        exception_type(resolve(r, "raises", guards.where), guards.where, r)
+        if isinstance(r, str) else exception_type(r, guards.where)
         for r in guards.raises
     )
 
