@@ -23,8 +23,8 @@ _MESSAGE_CHARS = 2000
 
 
 def linked(exc: BaseException) -> list[BaseException]:
-    """exc and every exception reachable from it through __cause__, __context__ and
-    exception groups, outermost first, each once."""
+    """exc and every exception reachable from it through __cause__, __context__ (unless
+    suppressed) and exception groups, outermost first, each once."""
     seen: set[int] = set()
     order: list[BaseException] = []
     todo: list[BaseException | None] = [exc]
@@ -34,7 +34,9 @@ def linked(exc: BaseException) -> list[BaseException]:
             continue
         seen.add(id(one))
         order.append(one)
-        todo += [one.__cause__, one.__context__]
+        todo.append(one.__cause__)
+        if not one.__suppress_context__:  # "raise ... from None" ends the chain, as printed
+            todo.append(one.__context__)
         if _GROUP and isinstance(one, _GROUP):
             todo += list(one.exceptions)
     return order
@@ -94,7 +96,7 @@ class ProofLeg:
             try:
                 self.guards = marker.read(item)
                 self.types = marker.exception_types(self.guards)
-                warm = marker.warm_up(self.guards) if self.leg == "warm" else None
+                warm = marker.warm_up(self.guards, item) if self.leg == "warm" else None
                 marker.enter_bug(self.guards, item, stack)
                 if warm is not None:
                     warm()

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import importlib
 import importlib.util
+import inspect
 import re
 import sys
 import types
@@ -238,11 +240,24 @@ def enter_bug(guards: Guards, item: pytest.Item, stack: contextlib.ExitStack) ->
     stack.push(manager)  # its __exit__, when the test's call ends
 
 
-def warm_up(guards: Guards) -> Callable[[], Any]:
-    """masked_by=, resolved (in the child)."""
+def warm_up(guards: Guards, item: pytest.Item) -> Callable[[], Any]:
+    """masked_by=, resolved (in the child), bound to the test's arguments it names: a
+    warm-up of a parametrized test takes its parameters as the test does."""
     found = guards.masked_by
     if isinstance(found, str):
         found = resolve(found, "masked_by", guards.where)
     if not callable(found):
         raise GuardsError(f"{guards.where}: masked_by={guards.masked_by!r} is not callable")
-    return found
+    funcargs = getattr(item, "funcargs", {})
+    try:
+        params = inspect.signature(found).parameters.values()
+    except (TypeError, ValueError):
+        params = []  # type: ignore[assignment]
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = [p.name for p in params if p.kind in named
+             and (p.default is inspect.Parameter.empty or p.name in funcargs)]
+    missing = [name for name in names if name not in funcargs]
+    if missing:
+        raise GuardsError(f"{guards.where}: masked_by={describe(guards.masked_by)} takes "
+                          f"{', '.join(missing)}, which the test has not")
+    return functools.partial(found, **{name: funcargs[name] for name in names})

@@ -82,6 +82,14 @@ def warm():
     kernel([1.0, 2.0, 3.0])
 
 
+def warm_size(size):
+    kernel([1.0] * size)
+
+
+def warm_nothing():
+    pass
+
+
 @contextlib.contextmanager
 def trusting():
     SELECTOR.trust_trace = True
@@ -183,6 +191,17 @@ def test_unknown_in_child():
     assert toy.compiled([1.0, 2.0, 3.0]) == 6.0
 
 
+@pytest.mark.parametrize("size", [4])
+@pytest.mark.guards(toy.trusting, raises=toy.OutOfResources, masked_by=toy.warm_size)
+def test_warm_up_takes_the_parameter(size):
+    assert toy.compiled([1.0] * size) == size
+
+
+@pytest.mark.guards(toy.trusting, raises=toy.OutOfResources, masked_by=toy.warm_nothing)
+def test_not_masked():
+    assert toy.compiled([1.0, 2.0, 3.0]) == 6.0
+
+
 @pytest.mark.requires_cuda
 @BUG
 def test_gpu():
@@ -215,12 +234,12 @@ def test_every_verdict_in_the_terminal_json_and_junit(toy: pytest.Pytester) -> N
     toy.makepyfile(test_verdicts=VERDICTS)
     result = run(toy, "--cold-compile-prove", "-rA", "--cold-compile-report=cold.json",
                  "--junitxml=junit.xml", "-o", "junit_family=xunit1")
-    result.assert_outcomes(passed=11, failed=7, skipped=2)
+    result.assert_outcomes(passed=14, failed=8, skipped=2)
     out = result.stdout
     out.fnmatch_lines([
         "*--cold-compile-prove: each test marked guards is run again, cold, with its bug "
         "active, as TEST[[]prove[]]",
-        "*= cold compile proofs: 3 caught, 2 vacuous, 1 missed, 1 broken, 1 unproven, "
+        "*= cold compile proofs: 5 caught, 2 vacuous, 1 missed, 1 broken, 1 unproven, "
         "1 invalid, 1 skipped =*",
     ])
     out.re_match_lines_random([
@@ -234,6 +253,7 @@ def test_every_verdict_in_the_terminal_json_and_junit(toy: pytest.Pytester) -> N
         "PASSED test_verdicts.py::test_caught[[]prove[]]",
         "PASSED test_verdicts.py::test_fixture_bug[[]prove[]]",
         "PASSED test_verdicts.py::test_path_bug[[]prove[]]",
+        "PASSED test_verdicts.py::test_warm_up_takes_the_parameter[[]4-prove[]]",
     ], consecutive=False)
     out.fnmatch_lines([
         "FAILED test_verdicts.py::test_vacuous[[]prove[]] - Failed: vacuous: with the bug "
@@ -253,15 +273,21 @@ def test_every_verdict_in_the_terminal_json_and_junit(toy: pytest.Pytester) -> N
         "FAILED test_verdicts.py::test_unknown_in_child[[]prove[]] - Failed: invalid: guards "
         "marker of test_verdicts.py::test_unknown_in_child: raises='lazymod.Missing': "
         "'lazymod' has no attribute 'Missing'",
+        "FAILED test_verdicts.py::test_not_masked[[]prove[]] - Failed: caught: * at toy.py:*; "
+        "not masked: after warm_nothing() the test st*",
     ], consecutive=False)
+    out.fnmatch_lines(["*_ test_not_masked[[]prove[]] _*", "caught: the bug made the test fail "
+                       "with toy.OutOfResources: *; not masked: after warm_nothing() the test "
+                       "still failed with the bug active (caught: *)"])
     # The test and its proof, skipped alike:
     out.fnmatch_lines(["SKIPPED [[]2[]] test_verdicts.py:*: requires_cuda: needs a CUDA device*"])
     out.fnmatch_lines(["triton imported here: False"])  # the proofs' caps are the children's
 
     proofs = _proofs(toy.path / "cold.json")
-    assert sorted(proofs) == sorted(f"test_verdicts.py::test_{name}[prove]" for name in (
+    assert set(proofs) == set(f"test_verdicts.py::test_{name}[prove]" for name in (
         "caught", "vacuous", "missed", "broken", "unproven", "fixture_bug", "path_bug",
-        "no_match", "unknown_in_child", "gpu"))
+        "no_match", "unknown_in_child", "gpu", "not_masked")) | {
+        "test_verdicts.py::test_warm_up_takes_the_parameter[4-prove]"}
     caught = proofs["test_verdicts.py::test_caught[prove]"]
     assert caught["guards"] == "test_verdicts.py::test_caught"
     assert caught["verdict"] == "caught"
@@ -281,6 +307,9 @@ def test_every_verdict_in_the_terminal_json_and_junit(toy: pytest.Pytester) -> N
     broken = proofs["test_verdicts.py::test_broken[prove]"]
     assert (broken["verdict"], broken["exception"]) == ("broken", "RuntimeError")
     assert proofs["test_verdicts.py::test_gpu[prove]"]["verdict"] == "skipped"
+    assert proofs["test_verdicts.py::test_not_masked[prove]"]["masked"] == "not masked"
+    assert proofs["test_verdicts.py::test_warm_up_takes_the_parameter[4-prove]"]["masked"] == (
+        "masked")
     records = json.loads((toy.path / "cold.json").read_text())
     record = records["test_verdicts.py::test_caught[prove]"]
     assert record["outcome"] == "passed" and record["mode"] == "fork"
