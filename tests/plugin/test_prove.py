@@ -366,7 +366,7 @@ def test_each_mode_proves_with_the_cap_of_smem_limit(toy: pytest.Pytester, mode:
 def test_without_the_option_the_mark_changes_nothing(toy: pytest.Pytester) -> None:
     toy.makepyfile(test_verdicts=VERDICTS.replace('raises="lazymod.Missing"', "raises=42"))
     result = run(toy, "-rA")
-    result.assert_outcomes(passed=8, failed=1, skipped=1)
+    result.assert_outcomes(passed=10, failed=1, skipped=1)
     assert "[prove]" not in result.stdout.str()
 
 
