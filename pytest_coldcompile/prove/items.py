@@ -22,8 +22,6 @@ PROVER_KEY = pytest.StashKey["Prover"]()
 # this process and decides its own outcome.
 _NOT_COPIED = frozenset({"cold_compile", "parametrize", "usefixtures", "xfail", "timeout",
                          "filterwarnings"})
-FAILING = ("vacuous", "missed", "broken", "invalid", "unproven", "error")
-"""The verdicts that fail the proof item (and so the session)."""
 
 
 def proof_name(original: pytest.Item) -> str:
