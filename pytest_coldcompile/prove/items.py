@@ -104,9 +104,13 @@ def _cold_run(item: ProofItem, leg: str | None) -> tuple[list[pytest.TestReport]
 def _verdict_of(reports: list[pytest.TestReport], result: Any) -> dict[str, Any]:
     """The child's proof record; where it wrote none (killed, crashed, timed out, its machinery
     failed), what its reports say."""
-    if result.proof is not None:
-        return dict(result.proof)
+    record = result.proof or {}
     failed = Outcome.of(reports)
+    if record.get("provisional"):  # the child died bringing the bug back
+        first = (failed.text.strip().splitlines() or [""])[0]
+        return {"verdict": "broken", "message": f"{record['message']}: {first}"}
+    if record.get("verdict") is not None:
+        return dict(record)
     if result.error is not None or result.refused is not None or not result.reports:
         return {"verdict": "error", "message": "the bug-active cold child could not run the "
                 f"test: {(result.refused or failed.text or result.error or '').strip()}"}
@@ -138,14 +142,18 @@ def message(guards: marker.Guards, record: dict[str, Any]) -> str:
     at = f" at {record['location']}" if record.get("location") else ""
     if verdict == "caught":
         text = f"caught: the bug made the test fail with {exc}{at}"
-    elif verdict == "vacuous":
-        got = exc + at if record.get("exception") else record.get("message", "")
-        text = f"vacuous: with the bug active the test failed with {got}, not with " + \
-            guards.describe_raises()
+    elif verdict == "vacuous" and record.get("exception"):
+        text = (f"vacuous: with the bug active the test failed with {exc}{at}, not with "
+                f"{guards.describe_raises()}")
+    elif verdict == "vacuous":  # no exception to name: a crash, a timeout
+        text = (f"vacuous: with the bug active, not {guards.describe_raises()}: "
+                f"{record.get('message', '')}")
     elif verdict == "missed":
         text = f"missed: the test passed with the bug active ({guards.describe_bug()})"
-    elif verdict == "broken":
+    elif verdict == "broken" and record.get("exception"):
         text = f"broken: bringing the bug back ({guards.describe_bug()}) failed: {exc}{at}"
+    elif verdict == "broken":
+        text = f"broken: bringing the bug back ({guards.describe_bug()}): {record['message']}"
     elif verdict == "skipped":
         text = f"skipped with the bug active: {record.get('message', '')}"
     else:

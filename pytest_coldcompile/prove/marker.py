@@ -56,6 +56,9 @@ def describe(value: Any) -> str:
         return value
     if isinstance(value, types.ModuleType):
         return value.__name__
+    made_by = getattr(value, "func", None)  # a @contextmanager's context manager
+    if hasattr(value, "__enter__") and callable(made_by):
+        return describe(made_by) + "()"
     name = getattr(value, "__qualname__", None) or getattr(type(value), "__qualname__", "?")
     return str(name)
 

@@ -438,3 +438,49 @@ def test_the_example_copied_into_a_project_proves_its_regressions(
         "tests/test_kernels.py::test_a_tile_chosen_while_tracing_loads[prove]":
             ("caught", "toykernels.launch.OutOfResources", None),
     }
+
+
+DYING = '''
+import contextlib
+import os
+import time
+
+import pytest
+
+
+@contextlib.contextmanager
+def exits():
+    os._exit(3)
+    yield
+
+
+@contextlib.contextmanager
+def hangs():
+    os.environ["HANG"] = "1"
+    yield
+
+
+@pytest.mark.guards(exits, raises=MemoryError)
+def test_bug_kills_its_child():
+    pass
+
+
+@pytest.mark.guards(hangs, raises=MemoryError)
+def test_bug_hangs_the_test():
+    if os.environ.get("HANG"):
+        time.sleep(60)
+'''
+
+
+def test_a_child_that_dies_is_judged_by_where_it_died(toy: pytest.Pytester) -> None:
+    toy.makepyfile(test_dying=DYING)
+    result = run(toy, "--cold-compile-prove", "--cold-compile-timeout=3", "-rA")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "FAILED test_dying.py::test_bug_kills_its_child[[]prove[]] - Failed: broken: bringing "
+        "the bug back (exits): the cold child died while the bug was brought back: "
+        "test_dying.py:*: the cold child EXITED with status 3 *",
+        "FAILED test_dying.py::test_bug_hangs_the_test[[]prove[]] - Failed: vacuous: with the "
+        "bug active, not MemoryError: test_dying.py:*: timeout: the cold child ran longer than "
+        "3 s (--cold-compile-timeout)*",
+    ], consecutive=False)
