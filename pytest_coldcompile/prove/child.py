@@ -97,9 +97,13 @@ class ProofLeg:
                 self.guards = marker.read(item)
                 self.types = marker.exception_types(self.guards)
                 warm = marker.warm_up(self.guards, item) if self.leg == "warm" else None
+                # Should the child die from here on, this record says where.
+                self._write({"verdict": "broken", "provisional": True,
+                             "message": "the cold child died while the bug was brought back"})
                 marker.enter_bug(self.guards, item, stack)
                 if warm is not None:
                     warm()
+                self._write({"verdict": None})  # the test's own part: judged at its end
             except marker.GuardsError as exc:
                 self.invalid = str(exc)
                 raise
@@ -125,6 +129,9 @@ class ProofLeg:
         else:
             verdict = self._judge(None if excinfo is None else excinfo.value)
         self.written = True
+        self._write(verdict)
+
+    def _write(self, verdict: dict[str, Any]) -> None:
         write_record(self.test_dir, {"type": PROOF_RECORD, "leg": self.leg, **verdict})
 
     def _skipped(self, exc: BaseException) -> dict[str, Any] | None:
