@@ -53,6 +53,13 @@ SMEM_HELP = (
     "and, from setup to teardown, to tests run in-process. The smem_limit marker overrides it."
 )
 REPORT_HELP = "Write a JSON report of every cold test, keyed by node id, to PATH."
+PROVE_HELP = (
+    "Prove that each test marked guards(bug, raises=...) catches its bug: after its normal "
+    "run, run it once more in a fresh cold child with the bug active, as its own item "
+    "TEST[prove]. Verdicts: caught (failed with the named exception), vacuous (failed for "
+    "another reason), missed (passed), broken (the bug's own set-up failed); all but caught "
+    "fail the session."
+)
 CHILD_HELP = argparse.SUPPRESS  # internal: a spawned cold child reads its orders from this file
 
 MARKERS = {
@@ -73,6 +80,13 @@ MARKERS = {
         "smem_limit(BYTES): emulate a device with at most BYTES of shared memory per block: "
         "kernels over it fail to load with Triton's OutOfResources."
     ),
+    "guards": (
+        "guards(bug, raises=EXC, match=None, masked_by=None): the regression this test guards; "
+        "under --cold-compile-prove a cold child runs it with the bug active and expects it to "
+        "fail with EXC (a type or 'pkg.mod.Name') anywhere in the exception chain, matching "
+        "the regex match. bug: a context manager factory, a fixture name or 'pkg.mod:attr'; "
+        "masked_by: a warm-up callable (or path) that should hide the bug."
+    ),
 }
 
 
@@ -88,6 +102,7 @@ class Settings:
     report_path: Path | None
     child_orders: str | None  # set only in a spawned cold child
     warm_ahead: bool = True
+    prove: bool = False  # --cold-compile-prove / ini cold_compile_prove
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -101,12 +116,14 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--smem-limit", metavar="BYTES", default=None, help=SMEM_HELP)
     group.addoption("--cold-compile-report", metavar="PATH", default=None, help=REPORT_HELP)
     group.addoption("--cold-compile-child", metavar="ORDERS", default=None, help=CHILD_HELP)
+    group.addoption("--cold-compile-prove", action="store_true", default=None, help=PROVE_HELP)
     parser.addini("cold_compile", COLD_HELP, type="bool", default=False)
     parser.addini("cold_compile_mode", MODE_HELP, default="auto")
     parser.addini("cold_compile_timeout", TIMEOUT_HELP, default="0")
     parser.addini("cold_compile_preload", PRELOAD_HELP, type="linelist", default=[])
     parser.addini("cold_compile_warm_ahead", WARM_AHEAD_HELP, default="true")
     parser.addini("smem_limit", SMEM_HELP, default="")
+    parser.addini("cold_compile_prove", PROVE_HELP, type="bool", default=False)
 
 
 _SWITCH = {"true": True, "yes": True, "on": True, "1": True,
@@ -174,10 +191,15 @@ def _resolve(
 
 def ini_cold_compile(config: pytest.Config) -> bool:
     """The ini key cold_compile (pytest parses it as a bool); a bad value names the key."""
+    return ini_bool(config, "cold_compile")
+
+
+def ini_bool(config: pytest.Config, key: str) -> bool:
+    """A bool ini key as pytest parses it; a bad value names the key."""
     try:
-        return bool(config.getini("cold_compile"))
+        return bool(config.getini(key))
     except (ValueError, pytest.UsageError) as exc:  # pytest wraps its ValueError in one
-        raise pytest.UsageError(f"ini cold_compile: expected true or false ({exc})") from None
+        raise pytest.UsageError(f"ini {key}: expected true or false ({exc})") from None
 
 
 def report_path(value: str | None) -> Path | None:
@@ -234,6 +256,7 @@ def load(config: pytest.Config) -> Settings:
         report_path=report,
         child_orders=opt.cold_compile_child,
         warm_ahead=warm_ahead,
+        prove=bool(opt.cold_compile_prove) or ini_bool(config, "cold_compile_prove"),
     )
 
 
@@ -273,7 +296,14 @@ def settings(config: pytest.Config) -> Settings:
     return config.stash[SETTINGS_KEY]
 
 
+# Set on the items that prove a guards mark: they run in the pytest process and start cold
+# children of their own, so the engine never runs them in one.
+PROOF_ITEM_KEY = pytest.StashKey[bool]()
+
+
 def is_cold(item: pytest.Item) -> bool:
+    if item.stash.get(PROOF_ITEM_KEY, False):
+        return False
     return settings(item.config).cold_all or item.get_closest_marker("cold_compile") is not None
 
 

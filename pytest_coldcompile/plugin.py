@@ -15,6 +15,7 @@ from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
 from pytest_coldcompile.isolation import zygote
 from pytest_coldcompile.isolation.engine import ColdEngine
+from pytest_coldcompile.prove import items as prove_items
 
 __all__ = ["cold_state", "compile_counter", "launch_events"]
 
@@ -74,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(
             report.ColdReporter(config, s.report_path), "coldcompile-report"
         )
+    prove_items.configure(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -105,7 +107,8 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
     if (
         not s.child_orders
         and not config.option.collectonly
-        and any(options.is_cold(item) for item in session.items)
+        and (any(options.is_cold(item) for item in session.items)
+             or prove_items.has_proofs(session.items))
     ):
         engine = ColdEngine(session)
         engine.start()
@@ -203,7 +206,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.stash[DEVICE_SKIP_KEY] = True
         markers.skip_unless_device(needs_cuda, needs_smem, limit, source)
         del item.stash[DEVICE_SKIP_KEY]
-    if limit is not None and runner.active(item.config) is None:
+    if limit is not None and runner.active(item.config) is None and not isinstance(
+        item, prove_items.ProofItem  # its cold children are capped, not this process
+    ):
         # In-process: capped from setup to teardown. Kernels this process loaded before are
         # not checked again.
         item.stash[CAP_KEY] = smem_cap.install(limit)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.prove import summary as proof_summary
 
 PREFIX = "cold_compile."
 TIMINGS = ("selection_s", "tracing_s", "inductor_s", "compile_s")
@@ -99,6 +100,7 @@ class ColdReporter:
             for name, value in report.user_properties
             if isinstance(name, str) and name.startswith(PREFIX)
         }
+        figures = proof_summary.nest(figures)  # a proof item's verdict, under "proof"
         if figures:
             # One schema for every record: a child that died reported no figures (null).
             self.tests[nodeid] = {"outcome": final, **dict.fromkeys(RECORD_KEYS), **figures}
@@ -115,12 +117,18 @@ class ColdReporter:
         for (mode, reason), count in sorted(
             Counter(
                 (t.get("mode", "?"), t.get("mode_reason", "")) for t in self.tests.values()
+                if t.get("mode") is not None or "proof" not in t  # a proof that ran no child
             ).items()
         ):
             tr.write_line(f"{count} run as {mode} ({reason})")
         for line in table(self.tests):
             tr.write_line(line)
         tr.write_line(cuda_state_line())
+        proofs = proof_summary.proofs(self.tests)
+        if proofs:
+            tr.write_sep("=", proof_summary.title(proofs))
+            for line in proof_summary.lines(proofs):
+                tr.write_line(line)
         if self.report_path is not None:
             tr.write_line(f"cold compile report written to {self.report_path}")
 

@@ -255,6 +255,10 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     if orders.get("smem_limit"):
         ctx.cap = SmemCap(int(orders["smem_limit"])).install()
     _adopt_selectors(ctx.tally, ctx.stats)
+    if orders.get("prove"):  # a proof's bug-active run (--cold-compile-prove)
+        from pytest_coldcompile.prove import child as prove_child
+
+        prove_child.arm(config, orders)
     config.stash[CONTEXT_KEY] = ctx
     return ctx
 

@@ -38,6 +38,7 @@ class ChildResult:
     # (what, name, value): record_xml_attribute / record_testsuite_property calls in the child
     junitxml: list[tuple[str, str, str]] = field(default_factory=list)
     refused: str | None = None  # a re-collecting child found another item under the node id
+    proof: dict[str, Any] | None = None  # the verdict of a bug-active run (prove.child)
 
 
 def _read(test_dir: str, name: str) -> str:
@@ -77,6 +78,8 @@ def read_records(config: pytest.Config, item: pytest.Item, test_dir: str) -> Chi
             result.junitxml.append((record["what"], record["name"], record["value"]))
         elif kind == "refused":
             result.refused = str(record.get("message", ""))
+        elif kind == "proof":
+            result.proof = record
     replay_junitxml(config, item, result)
     return result
 

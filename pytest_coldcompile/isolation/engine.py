@@ -20,6 +20,7 @@ from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import cuda
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
 from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
+from pytest_coldcompile.prove import items as prove_items
 
 
 def choose_mode(
@@ -96,7 +97,8 @@ TMP_FIXTURES = frozenset({"tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_fact
 class ColdEngine:
     def __init__(self, session: pytest.Session) -> None:
         self.config = session.config
-        self.items = session.items
+        # With the originals of proof items that -k deselected: a proof runs them itself.
+        self.items = session.items + prove_items.hidden_originals(session.items)
         self.index = {id(item): i for i, item in enumerate(self.items)}
         self.zygote = zygote.of(self.config)
         self.mode, self.reason = choose_mode(
@@ -284,6 +286,7 @@ class ColdEngine:
         item: pytest.Item,
         backstop: tuple[float, str] | None = None,
         nextitem: pytest.Item | None = None,
+        extra_orders: dict[str, Any] | None = None,
     ) -> tuple[list[pytest.TestReport], child_reports.ChildResult]:
         """Run item cold; its reports (always a teardown one) and what the child recorded.
 
@@ -291,9 +294,12 @@ class ColdEngine:
         whose own timer runs in the child); the child is killed when it runs past either.
         Anything raised here while the child runs kills the child's group first; an
         interrupt or pytest.exit() then stops the session, anything else fails the test.
+        extra_orders: added to the child's orders (a proof's {"prove": ...}), in a child of its
+        own, never one forked ahead.
         """
         orders: dict[str, Any] | None = None
-        if self.promised is not None and self.promised[0] is item and self.mode == "fork":
+        if (self.promised is not None and self.promised[0] is item and self.mode == "fork"
+                and not extra_orders):
             _, test_dir, orders = self.promised
             self.promised = None
         else:
@@ -311,6 +317,8 @@ class ColdEngine:
             timeout, timeout_source = backstop
         try:
             orders = orders or self._orders(item, test_dir)
+            if extra_orders:
+                orders.update(extra_orders)
             ended = self._launch(item, orders, timeout, nextitem)
             total_s = ended.seconds
             mode, reason = orders["mode"], orders["mode_reason"]
