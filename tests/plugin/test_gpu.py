@@ -14,6 +14,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from coldhelp import run_inprocess
 
 from pytest_coldcompile import SMEM_LIMIT_ENV
 
@@ -347,7 +348,33 @@ def test_requires_smem_runs_on_an_h200_class_device():
     assert torch.cuda.get_device_properties(0).shared_memory_per_block_optin >= 232448
 
 
+LOWERED = f"""
+import pytest
+
 @pytest.mark.requires_smem(232448)
-@pytest.mark.smem_limit(CAP)
-def test_requires_smem_skips_when_the_cap_lowers_the_device():
-    raise AssertionError("must be skipped: the cap leaves 101376 bytes")
+def test_offered():
+    pass
+
+@pytest.mark.requires_smem(232448)
+@pytest.mark.smem_limit({CAP})
+def test_lowered():
+    raise AssertionError("must be skipped: the cap leaves {CAP} bytes")
+"""
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.requires_smem(232448)
+def test_requires_smem_skips_when_the_cap_lowers_the_device(pytester: pytest.Pytester) -> None:
+    # On a device that offers the bytes (this test's own precondition) the requirement runs,
+    # and skips once smem_limit lowers the device below it, saying so. In-process: this module
+    # imported torch and triton already, so the run imports neither again.
+    pytester.makepyfile(test_lowered=LOWERED)
+    result = run_inprocess(pytester, "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_lowered.py:*: requires_smem(232448): needs 232448 bytes of shared memory per "
+            f"block; * offers * (opt-in), lowered to {CAP} by smem_limit marker of "
+            "test_lowered.py::test_lowered"
+        ]
+    )

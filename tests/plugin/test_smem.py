@@ -17,7 +17,7 @@ from coldhelp import conftest, modules_importable_by_name, needs_fork, run
 FAKE_HARDWARE = """
 import sys, types
 import torch, triton.compiler.compiler
-import pytest_coldcompile.devices.cuda as device
+from pytest_coldcompile.devices import cuda
 
 H200 = 232448
 
@@ -216,7 +216,7 @@ def test_without_a_gpu_device_markers_skip_and_cuda_is_never_touched(cold: pytes
 
 
 FAKE_GPU_ONLY = """
-import pytest_coldcompile.devices.cuda as device
+from pytest_coldcompile.devices import cuda
 
 cuda._probe_uncached = lambda: cuda.DeviceFacts(
     (cuda.Gpu(0, "Fake H200", 232448, 49152, (9, 0)),))
@@ -320,7 +320,7 @@ def test_gpu_assignment_for_xdist_workers(monkeypatch: pytest.MonkeyPatch) -> No
 
 # Loaded with -p, before the zygote forks: each worker's zygote probes these two GPUs.
 FAKE_TWO_GPUS = """
-import pytest_coldcompile.devices.cuda as device
+from pytest_coldcompile.devices import cuda
 GPU = cuda.Gpu(0, "Fake", 232448, 49152, (9, 0))
 cuda._probe_uncached = lambda: cuda.DeviceFacts((GPU, GPU))
 """
