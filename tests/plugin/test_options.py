@@ -21,7 +21,7 @@ def test_help_documents_every_option_and_ini_key(pytester: pytest.Pytester) -> N
         ]
     )
     for key in ("cold_compile (bool)", "cold_compile_mode", "cold_compile_timeout", "smem_limit",
-                "cold_compile_warm_ahead"):
+                "cold_compile_warm_ahead", "cold_compile_preload"):
         result.stdout.fnmatch_lines([f"*{key}*"])
     result.stdout.no_fnmatch_line("*--cold-compile-child*")  # internal
 
