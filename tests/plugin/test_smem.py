@@ -14,6 +14,7 @@ import sys
 import pytest
 from coldhelp import conftest, modules_importable_by_name, needs_fork, run
 
+# It imports torch: every pytester run with it is a subprocess, "in-process" ones too (coldhelp).
 FAKE_HARDWARE = """
 import sys, types
 import torch, triton.compiler.compiler
