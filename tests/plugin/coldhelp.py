@@ -1,7 +1,9 @@
-"""Helpers for the plugin's pytester tests: subprocess runs, fake selector distributions.
+"""Helpers for the plugin's pytester tests: subprocess and in-process runs, fake selectors.
 
-Entry-point selectors load only when their module is imported, so gridpair's (installed with
-this distribution) stays out of these runs unless a test imports gridpair.
+Two tiers: `run` starts a pytest subprocess, for whatever is about processes (cold children,
+crashes, signals, timeouts); `run_inprocess` runs pytest in this process, for the rest
+(options, markers, help, reports of runs with no cold test). Entry-point selectors load only
+when their module is imported, so gridpair's stays out of these runs unless a test imports it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +33,62 @@ def conftest(extra: str = "") -> str:
 def run(pytester: pytest.Pytester, *args: str, timeout: float = 240) -> pytest.RunResult:
     """A pytest subprocess: isolation must be tested where fork and signals are real."""
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=timeout)
+
+
+# Modules an in-process run must not import: pytester drops what a run imported, and a second
+# import of either in one interpreter fails (torch crashes; triton's extension is gone).
+NOT_TWICE = ("torch", "triton")
+
+
+class _ImportGuard:
+    """Notes which of NOT_TWICE an in-process run imported, before pytester forgets them."""
+
+    def __init__(self) -> None:
+        self.before = {name for name in NOT_TWICE if name in sys.modules}
+        self.imported: list[str] = []
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self) -> None:
+        self.imported = [n for n in NOT_TWICE if n in sys.modules and n not in self.before]
+
+
+def inprocess_basetemp(pytester: pytest.Pytester) -> Path:
+    """An in-process run's basetemp (as pytester.runpytest gives it): never the default one,
+    which this session's own tmp_path lives beside and whose old entries pytest removes."""
+    return pytester.path.parent / "basetemp"
+
+
+def run_inprocess(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest in this process, for runs where no process behaviour is under test: nothing
+    runs cold, crashes or times out, and nothing imports torch or triton (checked)."""
+    guard = _ImportGuard()
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", f"--basetemp={inprocess_basetemp(pytester)}", *args,
+        plugins=[guard],
+    )
+    assert not guard.imported, (
+        f"this in-process run imported {', '.join(guard.imported)}: use coldhelp.run"
+    )
+    return result
+
+
+def fresh_selector_registry(pytester: pytest.Pytester) -> None:
+    """The selector registry as a new pytest process has it, for an in-process run, until the
+    test ends: nothing registered or loaded, and the entry points listed again with the test
+    directory (where fake_distribution writes) on sys.path, less those whose module this
+    process imported already (a new process has imported none)."""
+    import importlib.metadata
+
+    from pytest_coldcompile import ENTRY_POINT_GROUP, import_hooks, selectors
+
+    pytester.syspathinsert()
+    listed = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    patch = pytester._monkeypatch
+    patch.setattr(selectors, "_entry_points", [ep for ep in listed if ep.module not in sys.modules])
+    for name, empty in [("_registered", []), ("_loaded", {}), ("_on_load", []),
+                        ("_watched", set())]:
+        patch.setattr(selectors, name, empty)
+    patch.setattr(import_hooks, "_hooks", {})
 
 
 def fake_distribution(pytester: pytest.Pytester, name: str, entry_points: dict[str, str]) -> None:

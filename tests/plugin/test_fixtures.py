@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from coldhelp import needs_fork, run
+from coldhelp import needs_fork, run, run_inprocess
 
 
 def test_compile_counter_counts_and_fails_with_the_recompile_reasons(cold: pytest.Pytester) -> None:
@@ -46,7 +46,7 @@ def test_cold_state_in_process(cold: pytest.Pytester) -> None:
             assert cold_state.smem_limit is None
         """
     )
-    run(cold).assert_outcomes(passed=1)
+    run_inprocess(cold).assert_outcomes(passed=1)
 
 
 @needs_fork

@@ -358,6 +358,8 @@ def test_a_child_that_reported_its_exit_leaves_at_the_lowest_priority(reporting:
         """
     )
     before = os.nice(0)
+    if before >= 19:  # the lowest priority already: a child that lowered its own looks the same
+        pytest.skip("this process runs at nice 19: no lower priority to tell apart")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 3, done.stderr

@@ -14,6 +14,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from coldhelp import run_inprocess
 
 from pytest_coldcompile import SMEM_LIMIT_ENV
 
@@ -342,12 +343,40 @@ def test_user_kernel_inside_torch_compile_fails_under_the_cap():
 # -- device markers against the real device --------------------------------------------------------
 
 
+LOWERED = f"""
+import pytest
+
+@pytest.mark.requires_cuda
+def test_cuda():
+    pass
+
 @pytest.mark.requires_smem(232448)
-def test_requires_smem_runs_on_an_h200_class_device():
-    assert torch.cuda.get_device_properties(0).shared_memory_per_block_optin >= 232448
+def test_offered():
+    pass
+
+@pytest.mark.requires_smem(232448)
+@pytest.mark.smem_limit({CAP})
+def test_lowered():
+    raise AssertionError("must be skipped: the cap leaves {CAP} bytes")
+"""
 
 
-@pytest.mark.requires_smem(232448)
-@pytest.mark.smem_limit(CAP)
-def test_requires_smem_skips_when_the_cap_lowers_the_device():
-    raise AssertionError("must be skipped: the cap leaves 101376 bytes")
+@pytest.mark.requires_cuda
+def test_device_markers_run_where_the_device_offers_and_skip_once_a_cap_lowers_it(
+    pytester: pytest.Pytester,
+) -> None:
+    # The oracle is torch's view of the device, not the markers' own probe.
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    if optin < 232448:
+        pytest.skip(f"needs a device with 232448 bytes of shared memory per block, not {optin}")
+    pytester.makepyfile(test_lowered=LOWERED)
+    # In-process: this module imported torch and triton already; the run imports neither again.
+    result = run_inprocess(pytester, "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_lowered.py:*: requires_smem(232448): needs 232448 bytes of shared memory per "
+            f"block; * offers {optin} (opt-in), lowered to {CAP} by smem_limit marker of "
+            "test_lowered.py::test_lowered"
+        ]
+    )

@@ -1,5 +1,5 @@
 """fork, zygote and spawn children agree: crashes, timeouts, reports, output, logging,
-worker_id, environment and tmp_path."""
+worker_id (with xdist's workerinput and testrun_uid), environment and tmp_path."""
 
 from __future__ import annotations
 
@@ -84,11 +84,18 @@ def test_0_in_process():
 
 @pytest.mark.cold_compile
 @pytest.mark.parametrize("i", range(2))
-def test_cold(i, worker_id, tmp_path, record_property):
+def test_cold(i, worker_id, testrun_uid, request, tmp_path, record_property):
     record_property("worker_id", worker_id)
+    record_property("testrun_uid", testrun_uid)
     record_property("tmp_path", str(tmp_path))
     (tmp_path / "kept.txt").write_text("left for a look after the run")
     assert worker_id == os.environ.get("PYTEST_XDIST_WORKER", "master")
+    workerinput = getattr(request.config, "workerinput", None)
+    if worker_id == "master":
+        assert workerinput is None
+    else:  # what an xdist worker's own config holds, as a forked child inherits it
+        assert workerinput["workerid"] == worker_id and workerinput["workercount"] == 2
+        assert workerinput["testrunuid"] == testrun_uid
     assert os.environ["SET_BEFORE_THE_RUN"] == "yes"
     assert "LEFT_BY_AN_EARLIER_TEST" not in os.environ
     print(f"out {i}")
@@ -165,3 +172,5 @@ def test_children_agree_on_worker_id_under_xdist(cold: pytest.Pytester, mode: st
         assert (
             f"popen-{props[f'test_cold[{i}]']['worker_id']}" in props[f"test_cold[{i}]"]["tmp_path"]
         )
+    # One test run, whichever worker and child ran each test.
+    assert props["test_cold[0]"]["testrun_uid"] == props["test_cold[1]"]["testrun_uid"]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from coldhelp import run
+from coldhelp import run, run_inprocess
 
 from pytest_coldcompile import options
 
 
 def test_help_documents_every_option_and_ini_key(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--help")
+    result = run_inprocess(pytester, "--help")
     result.stdout.fnmatch_lines(
         [
             "*cold compile isolation (pytest-coldcompile)*",
@@ -21,13 +21,13 @@ def test_help_documents_every_option_and_ini_key(pytester: pytest.Pytester) -> N
         ]
     )
     for key in ("cold_compile (bool)", "cold_compile_mode", "cold_compile_timeout", "smem_limit",
-                "cold_compile_warm_ahead"):
+                "cold_compile_warm_ahead", "cold_compile_preload"):
         result.stdout.fnmatch_lines([f"*{key}*"])
     result.stdout.no_fnmatch_line("*--cold-compile-child*")  # internal
 
 
 def test_markers_are_documented(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--markers")
+    result = run_inprocess(pytester, "--markers")
     result.stdout.fnmatch_lines(
         [
             "*@pytest.mark.cold_compile(timeout=None): run this test cold*",
@@ -98,7 +98,7 @@ def test_a_bad_value_names_where_it_came_from(
 ) -> None:
     pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makepyfile("def test_x():\n    pass\n")
-    result = pytester.runpytest(*args)
+    result = run_inprocess(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
 
@@ -127,7 +127,7 @@ def test_a_bad_marker_argument_fails_that_test_naming_the_marker(pytester: pytes
             pass
         """
     )
-    result = run(pytester)
+    result = run_inprocess(pytester)
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
         [
@@ -167,6 +167,7 @@ def test_smem_limit_precedence_marker_then_option_then_ini(pytester: pytest.Pyte
             assert os.environ[SMEM_LIMIT_ENV] == "2000"
         """
     )
+    # A subprocess: a cap imports triton, which cannot be imported twice in one interpreter.
     run(pytester, "--smem-limit=2000", "-p", "no:randomly").assert_outcomes(passed=3)
     pytester.makepyfile(
         test_ini="""
@@ -177,7 +178,7 @@ def test_smem_limit_precedence_marker_then_option_then_ini(pytester: pytest.Pyte
     run(pytester, "test_ini.py").assert_outcomes(passed=1)
 
 
-def test_timeout_resolution_unit(pytester: pytest.Pytester) -> None:
+def test_timeout_resolution_unit() -> None:
     assert options.parse_timeout("0", "x") is None
     assert options.parse_timeout("2.5", "x") == 2.5
     assert options.parse_bytes("101_376", "x") == 101376

@@ -6,7 +6,7 @@ import json
 from xml.etree import ElementTree
 
 import pytest
-from coldhelp import needs_fork, run
+from coldhelp import needs_fork, run, run_inprocess
 
 pytestmark = needs_fork
 
@@ -92,7 +92,7 @@ def test_summary_json_and_junit_cover_the_cold_tests_only(cold: pytest.Pytester)
 
 def test_no_cold_tests_no_summary(cold: pytest.Pytester) -> None:
     cold.makepyfile("def test_plain():\n    pass\n")
-    result = run(cold)
+    result = run_inprocess(cold)
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*cold compile summary*")
     result.stdout.no_fnmatch_line("*cold-compile*")

@@ -8,7 +8,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from coldhelp import needs_fork, run
+from coldhelp import inprocess_basetemp, needs_fork, run, run_inprocess
 
 pytestmark = needs_fork
 
@@ -32,9 +32,21 @@ def test_fail(tmp_path):
 """
 
 
-def kept(pytester: pytest.Pytester, name: str) -> bool:
+def run_mode(pytester: pytest.Pytester, mode: str, *args: str) -> pytest.RunResult:
+    """The in-process reference runs in this process: nothing there is cold."""
+    if mode == "in-process":
+        return run_inprocess(pytester, *args)
+    return run(pytester, *args, *MODES[mode])
+
+
+def kept(pytester: pytest.Pytester, name: str, mode: str) -> bool:
     path = Path((pytester.path / name).read_text())
-    assert path.is_relative_to(pytester.path / "runpytest-0"), path  # the session's basetemp
+    # The session's basetemp: pytester gives an in-process run and a subprocess different ones.
+    if mode == "in-process":
+        basetemp = inprocess_basetemp(pytester)
+    else:
+        basetemp = pytester.path / "runpytest-0"
+    assert path.is_relative_to(basetemp), path
     return (path / "marker").exists()
 
 
@@ -45,10 +57,10 @@ def test_tmp_path_follows_the_retention_policy(
 ) -> None:
     cold.makeini(f"[pytest]\ntmp_path_retention_policy = {policy}\n")
     cold.makepyfile(TMP)
-    result = run(cold, *MODES[mode])
+    result = run_mode(cold, mode)
     result.assert_outcomes(passed=1, failed=1)
-    assert kept(cold, "failed.txt")
-    assert kept(cold, "passed.txt") == (policy == "all")
+    assert kept(cold, "failed.txt", mode)
+    assert kept(cold, "passed.txt", mode) == (policy == "all")
 
 
 FLAKY = """
@@ -89,7 +101,7 @@ def test_reruns_behave_as_in_process_each_in_a_fresh_child(
     cold: pytest.Pytester, mode: str
 ) -> None:
     cold.makepyfile(FLAKY)
-    result = run(cold, "--reruns", "2", "--only-rerun", "AssertionError", *MODES[mode])
+    result = run_mode(cold, mode, "--reruns", "2", "--only-rerun", "AssertionError")
     outcomes = result.parseoutcomes()
     # In-process: flaky passes on its third attempt, always fails after 2 reruns, the marker
     # overrides --reruns with 1, KeyError does not match --only-rerun.

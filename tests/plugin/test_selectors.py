@@ -1,9 +1,20 @@
-"""Launch selectors: registration, entry points (loaded lazily), resets, launch_events."""
+"""Launch selectors: registration, entry points (loaded lazily), resets, launch_events.
+
+What a cold child does with selectors runs in a subprocess; the registry's behaviour in one
+process runs in-process, from a fresh registry (coldhelp.fresh_selector_registry).
+"""
 
 from __future__ import annotations
 
 import pytest
-from coldhelp import conftest, fake_distribution, needs_fork, run
+from coldhelp import (
+    conftest,
+    fake_distribution,
+    fresh_selector_registry,
+    needs_fork,
+    run,
+    run_inprocess,
+)
 
 SELECTOR_MODULE = """
 import os
@@ -55,6 +66,15 @@ def with_fake_selector(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+def run_as(pytester: pytest.Pytester, how: str, *args: str) -> pytest.RunResult:
+    """`how` is "cold" (every test in a cold child: a subprocess) or "in-process" (no child:
+    this process, from a fresh registry, after fake_distribution)."""
+    if how == "cold":
+        return run(pytester, "--cold-compile", *args)
+    fresh_selector_registry(pytester)
+    return run_inprocess(pytester, *args)
+
+
 EVENTS_TEST = """
 import pytest
 import fakesel
@@ -91,8 +111,7 @@ def test_launch_events_from_an_entry_point_selector(
 ) -> None:
     fake_distribution(with_fake_selector, "fakesel", {"fake": "fakesel:SELECTOR"})
     with_fake_selector.makepyfile(test_events=EVENTS_TEST)
-    args = ["--cold-compile"] if how == "cold" else []
-    result = run(with_fake_selector, *args)
+    result = run_as(with_fake_selector, how)
     result.assert_outcomes(passed=1)
     if how == "cold":
         # the summary counts every event of the child, cleared or not: 3 probed, 3 admitted,
@@ -104,8 +123,8 @@ def test_launch_events_from_an_entry_point_selector(
 def test_entry_points_are_not_imported_without_need(with_fake_selector: pytest.Pytester) -> None:
     fake_distribution(with_fake_selector, "fakesel", {"fake": "fakesel:SELECTOR"})
     with_fake_selector.makepyfile("def test_plain():\n    pass\n")
-    run(with_fake_selector).assert_outcomes(passed=1)
-    run(with_fake_selector, "--cold-compile").assert_outcomes(passed=1)
+    run_as(with_fake_selector, "in-process").assert_outcomes(passed=1)
+    run_as(with_fake_selector, "cold").assert_outcomes(passed=1)
     assert not (with_fake_selector.path / "imported.txt").exists()
 
 
@@ -166,8 +185,7 @@ def test_a_selector_imported_during_a_test_is_seen_by_launch_events(
             assert launch_events.ops("admitted") == {"fwd"}
         """
     )
-    args = ["--cold-compile"] if how == "cold" else []
-    run(with_fake_selector, *args).assert_outcomes(passed=1)
+    run_as(with_fake_selector, how).assert_outcomes(passed=1)
 
 
 NO_GRIDPAIR_CONFTEST = """
@@ -289,8 +307,7 @@ def test_a_broken_entry_point_imported_during_a_test_fails_that_test(
             pass
         """
     )
-    args = ["--cold-compile"] if how == "cold" else []
-    result = run(with_fake_selector, "-p", "no:randomly", *args)
+    result = run_as(with_fake_selector, how, "-p", "no:randomly")
     # Cold, the import itself raises; in-process, the test's teardown (and every later test
     # that asks for events while the module stays imported).
     where = "*_ test_imports_it _*" if how == "cold" else "*ERROR at teardown of test_imports_it*"

@@ -14,7 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from coldhelp import conftest, modules_importable_by_name, needs_fork, needs_modules, run
+from coldhelp import (
+    conftest,
+    modules_importable_by_name,
+    needs_fork,
+    needs_modules,
+    run,
+    run_inprocess,
+)
 
 pytestmark = needs_fork
 needs_gcc = pytest.mark.skipif(not os.path.exists("/usr/bin/gcc"), reason="needs gcc")
@@ -210,7 +217,7 @@ def test_a_preload_that_fails_to_import_does_not_stop_the_tests(cold: pytest.Pyt
 def test_a_bad_preload_name_is_a_usage_error_naming_the_key(cold: pytest.Pytester) -> None:
     cold.makeini("[pytest]\ncold_compile_preload = not a module\n")
     cold.makepyfile("def test_any():\n    pass\n")
-    result = run(cold, "--cold-compile")
+    result = run_inprocess(cold, "--cold-compile")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*cold_compile_preload: 'not a module' is not a module name (list one module per line)*"]
