@@ -7,11 +7,13 @@ module imports neither torch nor triton.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -54,13 +56,31 @@ class CappedDeviceProperties:
 
 
 class SmemCap:
-    """One installed cap; remove() undoes every patch in reverse order."""
+    """One installed cap; remove() undoes every patch in reverse order.
 
-    def __init__(self, limit: int) -> None:
+    judge_loads=False lowers only what code reads as the limit, and Triton's own load checks
+    see the real device (inside uncapped()): an emulated device judges loads itself.
+    """
+
+    def __init__(self, limit: int, judge_loads: bool = True) -> None:
         self.limit = int(limit)
+        self.judge_loads = judge_loads
+        self._real = threading.local()  # .depth > 0: inside uncapped()
         self._undo: list[Callable[[], None]] = []
         self._pending: list[tuple[str, Callable[[ModuleType], None]]] = []
         self.patched: list[str] = []  # what was capped, for tests and debugging
+
+    @contextlib.contextmanager
+    def uncapped(self) -> Iterator[None]:
+        """Within: Triton's and its driver's lookups give the real device's figures."""
+        self._real.depth = getattr(self._real, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._real.depth -= 1
+
+    def _capped(self, value: int) -> int:
+        return value if getattr(self._real, "depth", 0) else min(value, self.limit)
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _setattr(self, owner: Any, name: str, value: Any, label: str) -> None:
@@ -122,9 +142,11 @@ class SmemCap:
 
             @functools.wraps(original)
             def max_shared_mem(device: Any) -> int:
-                return min(uncached(device), limit)
+                return self._capped(uncached(device))
 
             self._setattr(mod, "max_shared_mem", max_shared_mem, f"{mod.__name__}.max_shared_mem")
+        if not self.judge_loads:
+            return
         try:
             from triton.runtime.errors import OutOfResources
         except ImportError:
@@ -182,7 +204,7 @@ class SmemCap:
         def get_device_properties(device: Any) -> dict[str, Any]:
             props = dict(get_props(device))
             if "max_shared_mem" in props:
-                props["max_shared_mem"] = min(int(props["max_shared_mem"]), limit)
+                props["max_shared_mem"] = self._capped(int(props["max_shared_mem"]))
             return props
 
         get_device_properties._coldcompile_cap = limit  # type: ignore[attr-defined]
@@ -247,6 +269,8 @@ class SmemCap:
             self._undo.append(lambda: constants.discard(CappedDeviceProperties))
 
     def _patch_static_launcher(self, mod: ModuleType) -> None:
+        if not self.judge_loads:
+            return
         try:
             from triton.runtime.errors import OutOfResources
         except ImportError:
