@@ -177,6 +177,7 @@ class Emulation:
         self.cap.install()
         self._undo.append(self.cap.remove)
         self._undo.append(target_compile.see_interpreted_as_jit())
+        self._undo.append(target_compile.track_language_patches())
         self._on_import("triton.compiler.compiler", self._patch_compiled_kernel)
         self._on_import("triton.runtime.interpreter", self._patch_interpreter)
         for name in STATIC_LAUNCHER_MODULES:

@@ -85,7 +85,7 @@ def compile_for(src: Any, options: dict[str, Any], target: GPUTarget,
     """triton.compile of src for target with options; never loaded (no driver involved)."""
     from triton.compiler.compiler import compile as triton_compile
 
-    with _temporaries_in(scratch):
+    with _temporaries_in(scratch), _pristine_language():
         return triton_compile(src, target=target, options=dict(options))
 
 
@@ -151,6 +151,54 @@ def as_jit(value: Any) -> Any:
         held = (value, _CompilableFunction(value.fn, **value.kwargs))
         _compilable[id(value)] = held
     return held[1]
+
+
+_MISSING = object()
+# (id(owner), name) -> (owner, name, the owner's own value before the interpreter patched it)
+_language_originals: dict[tuple[int, str], tuple[Any, str, Any]] = {}
+
+
+def _set_own(owner: Any, name: str, value: Any) -> None:
+    if value is _MISSING:
+        if name in vars(owner):
+            delattr(owner, name)
+    else:
+        setattr(owner, name, value)
+
+
+def track_language_patches() -> Callable[[], None]:
+    """Record what the interpreter's language patches replace. A @jit helper called inside an
+    interpreted kernel (tl.cdiv, say) patches triton.language for good (the interpreter's
+    InterpretedFunction.__call__ never restores it); a later target compile needs the
+    language as the compiler knows it. Returns the undo."""
+    from triton.runtime import interpreter
+
+    scope = interpreter._LangPatchScope
+    original = scope.__dict__["set_attr"]
+
+    def set_attr(self: Any, obj: object, name: str, value: object) -> None:
+        key = (id(obj), name)
+        if key not in _language_originals:
+            _language_originals[key] = (obj, name, vars(obj).get(name, _MISSING))
+        original(self, obj, name, value)
+
+    scope.set_attr = functools.wraps(original)(set_attr)
+    return lambda: setattr(scope, "set_attr", original)
+
+
+@contextlib.contextmanager
+def _pristine_language() -> Iterator[None]:
+    changed = []
+    for owner, name, pristine in list(_language_originals.values()):
+        current = vars(owner).get(name, _MISSING)
+        if current is not pristine:
+            changed.append((owner, name, current))
+            _set_own(owner, name, pristine)
+    try:
+        yield
+    finally:
+        for owner, name, current in reversed(changed):
+            _set_own(owner, name, current)
 
 
 def see_interpreted_as_jit() -> Callable[[], None]:
