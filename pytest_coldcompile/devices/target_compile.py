@@ -173,7 +173,9 @@ def track_language_patches() -> Callable[[], None]:
     language as the compiler knows it. Returns the undo."""
     from triton.runtime import interpreter
 
-    scope = interpreter._LangPatchScope
+    scope = getattr(interpreter, "_LangPatchScope", None)
+    if scope is None or "set_attr" not in scope.__dict__:
+        return lambda: None  # a Triton whose interpreter patches otherwise: nothing recorded
     original = scope.__dict__["set_attr"]
 
     def set_attr(self: Any, obj: object, name: str, value: object) -> None:
