@@ -257,6 +257,25 @@ def test_a_gpu_compile_is_judged_by_its_compile_for_the_emulated_architecture(
     assert capped_h200.compiles == 0  # the same architecture: the real compile is judged
 
 
+def test_on_a_gpu_a_kernel_over_the_emulated_limit_is_refused_before_it_loads(
+    compiled_for_sm90, tmp_path: Path
+) -> None:
+    # The seam a GPU run goes through: CompiledKernel._init_handles, where Triton loads a
+    # kernel. Refused there before the driver is asked for anything, so it runs without a GPU.
+    from triton.runtime.errors import OutOfResources
+
+    from pytest_coldcompile.devices import emulate, named
+
+    installed = emulate.install(named.DEVICES["h200"], smem_limit=101376,
+                                scratch=str(tmp_path / "tmp"))
+    try:
+        with pytest.raises(OutOfResources, match="Required: 131072, Hardware limit: 101376"):
+            compiled_for_sm90._init_handles()
+        assert compiled_for_sm90.module is None  # never loaded
+    finally:
+        installed.remove()
+
+
 def test_an_architecture_this_triton_cannot_target_is_named() -> None:
     pytest.importorskip("triton")
     from pytest_coldcompile.devices import named
