@@ -78,9 +78,9 @@ MARKERS = {
         "(its opt-in limit, lowered by any smem_limit/--smem-limit cap) is at least BYTES."
     ),
     "smem_limit": (
-        "smem_limit(BYTES or DEVICE): emulate a device with at most BYTES of shared memory per "
-        "block (DEVICE: that named device's): kernels over it fail to load with Triton's "
-        "OutOfResources."
+        "smem_limit(BYTES): emulate a device with at most BYTES of shared memory per block "
+        "(or a named device's, smem_limit(\"rtx-4090\")): kernels over it fail to load with "
+        "Triton's OutOfResources."
     ),
     "emulate_device": (
         "emulate_device(DEVICE): run this test cold, compiling every Triton kernel also for the "

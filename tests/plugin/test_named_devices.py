@@ -134,7 +134,7 @@ def test_the_help_and_the_markers_document_the_names(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(["*--smem-limit=BYTES|DEVICE*", "*--emulate-device=DEVICE*"])
     result.stdout.fnmatch_lines(["*emulate_device*"])
     result = pytester.runpytest("--markers")
-    result.stdout.fnmatch_lines(["*@pytest.mark.smem_limit(BYTES or DEVICE)*",
+    result.stdout.fnmatch_lines(["*@pytest.mark.smem_limit(BYTES): *(or a named device's, *",
                                  "*@pytest.mark.emulate_device(DEVICE)*"])
 
 
