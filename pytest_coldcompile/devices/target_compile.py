@@ -1,6 +1,6 @@
 """Compiling a kernel again for another GPU architecture, with Triton's own pieces: the options
 its caller chose, the source and specialization of an interpreted launch, the registers its
-cubin declares. No GPU driver is needed. Imported only by an installed emulation (triton then).
+cubin declares. No GPU driver is needed; triton is imported when first used.
 """
 
 from __future__ import annotations
@@ -14,17 +14,14 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from triton.backends.compiler import GPUTarget
-from triton.compiler.compiler import ASTSource, make_backend
-from triton.runtime.interpreter import InterpretedFunction
-from triton.runtime.jit import JITFunction, compute_cache_key, create_function_from_signature
-
 
 class UnsupportedTarget(RuntimeError):
     """The installed Triton cannot compile for the emulated device's architecture."""
 
 
-def gpu_target(arch: int, warp_size: int) -> GPUTarget:
+def gpu_target(arch: int, warp_size: int) -> Any:
+    from triton.backends.compiler import GPUTarget
+
     return GPUTarget("cuda", arch, warp_size)
 
 
@@ -59,6 +56,8 @@ def chosen_options(metadata: Any) -> dict[str, Any]:
     """The compile options a kernel's caller chose, read from its compiled metadata: those
     that differ from what its backend picks by itself. The options Triton derives from the
     architecture (arch, fp8 types, ...) are left for the other target's backend to derive."""
+    from triton.compiler.compiler import make_backend
+
     backend = make_backend(metadata.target)
     defaults = backend.parse_options({}).__dict__
     given = metadata._asdict()
@@ -80,7 +79,7 @@ def _temporaries_in(directory: str | None) -> Iterator[None]:
         tempfile.tempdir = saved
 
 
-def compile_for(src: Any, options: dict[str, Any], target: GPUTarget,
+def compile_for(src: Any, options: dict[str, Any], target: Any,
                 scratch: str | None = None) -> Any:
     """triton.compile of src for target with options; never loaded (no driver involved)."""
     from triton.compiler.compiler import compile as triton_compile
@@ -130,25 +129,38 @@ def registers(cubin: bytes) -> int | None:
 # -- interpreted launches ----------------------------------------------------------------------
 
 
-class _CompilableFunction(JITFunction):
-    """A JITFunction made from an interpreted kernel's Python function, so that Triton's
-    compiler can compile what the interpreter runs; the @jit functions it calls are seen as
-    JITFunctions too."""
+@functools.cache
+def _compilable_function() -> type:
+    from triton.runtime.jit import JITFunction
 
-    def get_capture_scope(self) -> dict[str, Any]:
-        return {k: as_jit(v) for k, v in super().get_capture_scope().items()}
+    class CompilableFunction(JITFunction):
+        """A JITFunction made from an interpreted kernel's Python function, so that Triton's
+        compiler can compile what the interpreter runs; the @jit functions it calls are seen
+        as JITFunctions too."""
+
+        def get_capture_scope(self) -> dict[str, Any]:
+            return {k: as_jit(v) for k, v in super().get_capture_scope().items()}
+
+    return CompilableFunction
 
 
-_compilable: dict[int, tuple[Any, _CompilableFunction]] = {}
+@functools.cache
+def _interpreted_function() -> type:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return InterpretedFunction
+
+
+_compilable: dict[int, tuple[Any, Any]] = {}
 
 
 def as_jit(value: Any) -> Any:
     """value, or the JITFunction of value when it is an interpreted @triton.jit function."""
-    if not isinstance(value, InterpretedFunction):
+    if not isinstance(value, _interpreted_function()):
         return value
     held = _compilable.get(id(value))
     if held is None or held[0] is not value:
-        held = (value, _CompilableFunction(value.fn, **value.kwargs))
+        held = (value, _compilable_function()(value.fn, **value.kwargs))
         _compilable[id(value)] = held
     return held[1]
 
@@ -239,15 +251,19 @@ class LaunchCompiler:
     """Turns an interpreted launch into what JITFunction.run would compile for a target:
     Triton's own binder, specialization, cache key and argument packing."""
 
-    def __init__(self, target: GPUTarget) -> None:
+    def __init__(self, target: Any) -> None:
+        from triton.compiler.compiler import make_backend
+
         self.target = target
         self.backend = make_backend(target)
-        self._binders: dict[int, tuple[_CompilableFunction, Any, dict[Any, str]]] = {}
+        self._binders: dict[int, tuple[Any, Any, dict[Any, str]]] = {}
 
     def source(self, interpreted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
                ) -> tuple[str, Any, dict[str, Any]]:
         """(cache key, ASTSource, options) of this launch, as JITFunction.run makes them."""
         from triton import knobs
+        from triton.compiler.compiler import ASTSource
+        from triton.runtime.jit import compute_cache_key, create_function_from_signature
 
         fn = as_jit(interpreted)
         if id(fn) not in self._binders:
