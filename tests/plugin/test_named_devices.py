@@ -206,3 +206,34 @@ def test_triton_compiles_for_every_architecture_in_the_table(
                                       {"BLOCK": 128}), target=GPUTarget("cuda", arch, 32))
     assert kernel.metadata.target.arch == arch
     assert kernel.asm["cubin"][:4] == b"\x7fELF"
+
+
+EMULATED_TEST = """
+    import pytest
+
+    def test_default(cold_state):
+        print("EMULATED", cold_state.cold, cold_state.emulated_device, cold_state.smem_limit)
+
+    @pytest.mark.emulate_device("h100")
+    def test_marked(cold_state):
+        print("EMULATED", cold_state.cold, cold_state.emulated_device, cold_state.smem_limit)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "default_state", "header"),
+    [
+        ([], "EMULATED True a100 166912", "emulating a100 (ini emulate_device)"),
+        (["--emulate-device=L40S"], "EMULATED True l40s 101376",
+         "emulating l40s (--emulate-device)"),
+    ],
+)
+def test_emulate_device_marker_over_command_line_over_ini_and_runs_cold(
+    pytester: pytest.Pytester, args: list[str], default_state: str, header: str
+) -> None:
+    pytester.makeini("[pytest]\nemulate_device = a100\n")
+    pytester.makepyfile(EMULATED_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", *args, timeout=240)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"cold-compile: *{header}*"])
+    result.stdout.fnmatch_lines_random([f"*{default_state}", "*EMULATED True h100 232448"])
