@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
 
-from pytest_coldcompile import import_hooks
 from pytest_coldcompile.devices.named import NamedDevice
-from pytest_coldcompile.devices.smem_cap import STATIC_LAUNCHER_MODULES, SmemCap
+from pytest_coldcompile.devices.smem_cap import STATIC_LAUNCHER_MODULES, PatchSet, SmemCap
 
 # Blackwell's tensor memory per block, in columns: the figure Triton checks on load
 # (triton/compiler/compiler.py, CompiledKernel._init_handles).
@@ -60,11 +58,12 @@ class Judgement:
         return out
 
 
-class Emulation:
+class Emulation(PatchSet):
     """One installed emulated device; remove() undoes every patch."""
 
     def __init__(self, device: NamedDevice, smem_limit: int | None = None,
                  scratch: str | None = None) -> None:
+        super().__init__()
         self.device = device
         self.limit = min(device.shared_per_block, smem_limit or device.shared_per_block)
         self.scratch = scratch  # where ptxas's temporary files go (the child's cache)
@@ -72,8 +71,6 @@ class Emulation:
         self.compiles = 0  # target compiles this child ran
         self._judged: dict[str, Judgement] = {}  # by the kernel's own cache key
         self._lock = threading.RLock()
-        self._undo: list[Callable[[], None]] = []
-        self._pending: list[tuple[str, Callable[[ModuleType], None]]] = []
         self._launches: Any = None
 
     # -- the core: compile for the target, judge ---------------------------------------------
@@ -183,17 +180,6 @@ class Emulation:
         for name in STATIC_LAUNCHER_MODULES:
             self._on_import(name, self._patch_static_launcher)
         return self
-
-    def remove(self) -> None:
-        for module, patch in self._pending:
-            import_hooks.forget(module, patch)
-        self._pending.clear()
-        while self._undo:
-            self._undo.pop()()
-
-    def _on_import(self, module: str, patch: Callable[[ModuleType], None]) -> None:
-        self._pending.append((module, patch))
-        import_hooks.when_imported(module, patch)
 
     def _replace(self, owner: Any, name: str, value: Any) -> None:
         original = owner.__dict__[name]

@@ -55,7 +55,27 @@ class CappedDeviceProperties:
         return f"{self._props!r} [shared memory capped at {self._limit} by pytest-coldcompile]"
 
 
-class SmemCap:
+class PatchSet:
+    """Patches made now or when their module is imported; remove() undoes them all, in
+    reverse order, and forgets the imports still awaited."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+        self._pending: list[tuple[str, Callable[[ModuleType], None]]] = []
+
+    def _on_import(self, module: str, patch: Callable[[ModuleType], None]) -> None:
+        self._pending.append((module, patch))
+        import_hooks.when_imported(module, patch)
+
+    def remove(self) -> None:
+        for module, patch in self._pending:
+            import_hooks.forget(module, patch)
+        self._pending.clear()
+        while self._undo:
+            self._undo.pop()()
+
+
+class SmemCap(PatchSet):
     """One installed cap; remove() undoes every patch in reverse order.
 
     judge_loads=False lowers only what code reads as the limit, and Triton's own load checks
@@ -63,11 +83,10 @@ class SmemCap:
     """
 
     def __init__(self, limit: int, judge_loads: bool = True) -> None:
+        super().__init__()
         self.limit = int(limit)
         self.judge_loads = judge_loads
         self._real = threading.local()  # .depth > 0: inside uncapped()
-        self._undo: list[Callable[[], None]] = []
-        self._pending: list[tuple[str, Callable[[ModuleType], None]]] = []
         self.patched: list[str] = []  # what was capped, for tests and debugging
 
     @contextlib.contextmanager
@@ -100,10 +119,6 @@ class SmemCap:
         self._undo.append(undo)
         self.patched.append(label)
 
-    def _on_import(self, module: str, patch: Callable[[ModuleType], None]) -> None:
-        self._pending.append((module, patch))
-        import_hooks.when_imported(module, patch)
-
     # -- install / remove --------------------------------------------------------------------
     def install(self) -> SmemCap:
         old_env = os.environ.get(SMEM_LIMIT_ENV)
@@ -123,13 +138,6 @@ class SmemCap:
         for name in STATIC_LAUNCHER_MODULES:
             self._on_import(name, self._patch_static_launcher)
         return self
-
-    def remove(self) -> None:
-        for module, patch in self._pending:
-            import_hooks.forget(module, patch)
-        self._pending.clear()
-        while self._undo:
-            self._undo.pop()()
 
     # -- the patches ---------------------------------------------------------------------------
     def _patch_triton_compiler(self, mod: ModuleType) -> None:
