@@ -11,61 +11,8 @@ from pathlib import Path
 import pytest
 from coldhelp import needs_modules, run
 
-# Triton's tutorial matmul, K-looped, fp16 (the interpreter computes bf16 wrongly through
-# numpy; the shared memory is the same for both 2-byte types). With 8 warps and a
-# 128x128x64 tile, Triton pipelines the K loop into shared memory: 4 stages need 131072 bytes
-# on sm_90 and 98304 on sm_80/sm_89/sm_120; 3 stages 98304 and 65536 (issue 32's table,
-# compiled with triton.compile for each GPUTarget).
-KERNEL = """
-    import torch
-    import triton
-    import triton.language as tl
-
-
-    @triton.jit
-    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        rm = pid_m * BM + tl.arange(0, BM)
-        rn = pid_n * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
-        b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BK)):
-            a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BK, other=0.0)
-            b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BK, other=0.0)
-            acc = tl.dot(a, b, acc)
-            a_ptrs += BK * sak
-            b_ptrs += BK * sbk
-        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn,
-                 acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-    def matmul(a, b, tile):
-        (M, K), (_, N) = a.shape, b.shape
-        c = torch.empty(M, N, dtype=a.dtype, device=a.device)
-        bm, bn, bk, stages = tile
-        matmul_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
-            a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-            c.stride(0), c.stride(1), BM=bm, BN=bn, BK=bk, num_warps=8, num_stages=stages)
-        return c
-
-
-    TILES = [(128, 128, 64, 4), (128, 128, 64, 3), (64, 64, 32, 2)]
-
-
-    def first_tile_that_loads(a, b):
-        \"\"\"A downstream eager retry loop: the first tile the device does not refuse.\"\"\"
-        refusals = []
-        for tile in TILES:
-            try:
-                return tile, matmul(a, b, tile), refusals
-            except triton.runtime.errors.OutOfResources as exc:
-                refusals.append(str(exc))
-        raise RuntimeError(refusals)
-"""
+# The kernel module of every project below: the tutorial matmul and a retry loop over tiles.
+KERNEL = (Path(__file__).parent / "matmul_kernel.py").read_text()
 
 RETRY_TESTS = """
     import pytest
@@ -198,41 +145,10 @@ def test_without_emulation_the_interpreter_runs_every_tile(
 def compiled_for_sm90(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The 4-stage tile compiled as an H200 compiles it (not loaded: no GPU here)."""
     pytest.importorskip("triton")
-    import importlib.util
-    import sys
+    from matmul_kernel import compile_tile
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    source = tmp_path / "emulate_kernel_module.py"
-    source.write_text(__import__("textwrap").dedent(KERNEL).replace("import torch\n", ""))
-    spec = importlib.util.spec_from_file_location("emulate_kernel_module", source)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    monkeypatch.delitem(sys.modules, spec.name)
-
-    import triton
-    import triton.language as tl
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature
-
-    class Operand:  # what the specialization reads of a tensor
-        dtype = tl.float16
-
-        def data_ptr(self) -> int:
-            return 0
-
-    # What JITFunction.run does with a launch's arguments, for an H200's target.
-    fn, target = module.matmul_kernel, GPUTarget("cuda", 90, 32)
-    backend = make_backend(target)
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-    args = [Operand(), Operand(), Operand(), 128, 128, 64, 64, 1, 128, 1, 128, 1]
-    kwargs = {"BM": 128, "BN": 128, "BK": 64, "num_warps": 8, "num_stages": 4, "debug": False}
-    bound, specialization, options = binder(*args, **kwargs)
-    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound,
-                                                          specialization, options)
-    return triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
-                          options=options.__dict__)
+    return compile_tile(90, (128, 128, 64, 4))
 
 
 def test_a_gpu_compile_is_judged_by_its_compile_for_the_emulated_architecture(

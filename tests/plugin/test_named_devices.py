@@ -237,3 +237,19 @@ def test_emulate_device_marker_over_command_line_over_ini_and_runs_cold(
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([f"cold-compile: *{header}*"])
     result.stdout.fnmatch_lines_random([f"*{default_state}", "*EMULATED True h100 232448"])
+
+
+# Issue 32's table: the tutorial's K-looped matmul, 128x128x64 tile, 4 stages, 8 warps,
+# 16-byte-aligned pointers and strides, compiled with triton.compile for each GPUTarget.
+ISSUE_32_SHARED = {80: 98304, 89: 98304, 90: 131072, 120: 98304}
+
+
+@pytest.mark.parametrize("arch", sorted(ISSUE_32_SHARED))
+def test_the_architectures_in_the_table_need_what_the_issue_measured(
+    arch: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from matmul_kernel import compile_tile
+
+    assert arch in {d.arch for d in named.DEVICES.values()}
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    assert compile_tile(arch, (128, 128, 64, 4)).metadata.shared == ISSUE_32_SHARED[arch]
