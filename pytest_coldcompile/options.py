@@ -386,6 +386,20 @@ def emulated_device_for(item: pytest.Item) -> tuple[str | None, str]:
     return s.emulate_device, s.emulate_source
 
 
+def effective_smem_for(item: pytest.Item) -> tuple[int | None, str]:
+    """The per-block shared memory item's kernels get and what set it: the smem_limit cap,
+    lowered to the emulated device's limit. Raises ValueError naming a bad marker."""
+    from pytest_coldcompile.devices import named
+
+    limit, source = smem_limit_for(item)
+    emulated, emulated_source = emulated_device_for(item)
+    if emulated is not None:
+        device_limit = named.DEVICES[emulated].shared_per_block
+        if limit is None or device_limit < limit:
+            return device_limit, emulated_source
+    return limit, source
+
+
 def required_smem(item: pytest.Item) -> int | None:
     marker = item.get_closest_marker("requires_smem")
     if marker is None:

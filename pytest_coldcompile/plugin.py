@@ -200,8 +200,7 @@ def _teardown_parent(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    limit, source = options.smem_limit_for(item)  # a bad marker fails the setup here
-    options.emulated_device_for(item)  # so does a bad emulate_device marker
+    limit, source = options.effective_smem_for(item)  # a bad marker fails the setup here
     needs_cuda = options.requires_cuda(item)
     needs_smem = options.required_smem(item)
     if needs_cuda or needs_smem is not None:

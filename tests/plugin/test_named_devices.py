@@ -253,3 +253,35 @@ def test_the_architectures_in_the_table_need_what_the_issue_measured(
     assert arch in {d.arch for d in named.DEVICES.values()}
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     assert compile_tile(arch, (128, 128, 64, 4)).metadata.shared == ISSUE_32_SHARED[arch]
+
+
+FAKE_H200 = """
+import torch
+import pytest_coldcompile.devices.cuda as cuda
+
+cuda._probe_uncached = lambda: cuda.DeviceFacts(
+    (cuda.Gpu(0, "Fake H200", 232448, 49152, (9, 0)),))
+torch.version.cuda = torch.version.cuda or "12.8"  # a CUDA build, as on a GPU machine
+"""
+
+
+def test_requires_smem_asks_the_emulated_device(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(FAKE_H200)
+    pytester.makepyfile(test_markers="""
+        import pytest
+
+        @pytest.mark.requires_smem(200000)
+        def test_on_the_gpu():
+            pass
+
+        @pytest.mark.emulate_device("rtx-pro-6000-blackwell")
+        @pytest.mark.requires_smem(200000)
+        def test_emulated():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", timeout=240)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*requires_smem(200000): needs 200000 bytes of shared memory per block; Fake H200 "
+        "offers 232448 (opt-in), lowered to 101376 by emulate_device marker of "
+        "test_markers.py::test_emulated"])
