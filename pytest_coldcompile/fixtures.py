@@ -27,16 +27,20 @@ class ColdState:
     mode: str | None
     cache_dir: str | None
     smem_limit: int | None
+    smem_device: str | None = None  # the named device whose limit smem_limit is, if any
+    emulated_device: str | None = None  # the named device whose architecture is emulated
 
 
 @pytest.fixture
 def cold_state(request: pytest.FixtureRequest) -> ColdState:
-    """Facts about how this test runs: ``.cold``, ``.mode``, ``.cache_dir``, ``.smem_limit``."""
+    """Facts about how this test runs: ``.cold``, ``.mode``, ``.cache_dir``, ``.smem_limit``,
+    ``.smem_device``, ``.emulated_device``."""
     ctx = runner.active(request.config)
     if ctx is not None:
-        return ColdState(True, ctx.mode, ctx.cache_dir, ctx.smem_limit)
-    limit, _ = options.smem_limit_for(request.node)
-    return ColdState(False, None, None, limit)
+        return ColdState(True, ctx.mode, ctx.cache_dir, ctx.smem_limit, ctx.smem_device,
+                         ctx.emulated_device)
+    limit, device, _ = options.smem_named_for(request.node)
+    return ColdState(False, None, None, limit, device)
 
 
 # -- compile_counter ---------------------------------------------------------------------------

@@ -48,9 +48,17 @@ TIMEOUT_HELP = (
     "overrides it for one test."
 )
 SMEM_HELP = (
-    "Cap the per-block shared memory, in BYTES, that Triton, Inductor and launch selectors "
-    "see: kernels over it fail to load with Triton's OutOfResources. Applies to cold children "
-    "and, from setup to teardown, to tests run in-process. The smem_limit marker overrides it."
+    "Cap the per-block shared memory, in BYTES or as a device name (a100, h100, rtx-4090, ...: "
+    "that device's opt-in limit), that Triton, Inductor and launch selectors see: kernels over "
+    "it fail to load with Triton's OutOfResources. Applies to cold children and, from setup to "
+    "teardown, to tests run in-process. The smem_limit marker overrides it."
+)
+EMULATE_HELP = (
+    "Emulate the named device (a100, h100, rtx-pro-6000-blackwell, ...): every Triton kernel a "
+    "cold child loads, or launches under TRITON_INTERPRET=1, is also compiled for that "
+    "device's architecture and refused with Triton's OutOfResources where that compile is "
+    "over the device's shared-memory, thread or tensor-memory limit. Tests it applies to run "
+    "cold. The emulate_device marker overrides it; a smem limit lowers the device's."
 )
 REPORT_HELP = "Write a JSON report of every cold test, keyed by node id, to PATH."
 PROVE_HELP = (
@@ -77,8 +85,13 @@ MARKERS = {
         "(its opt-in limit, lowered by any smem_limit/--smem-limit cap) is at least BYTES."
     ),
     "smem_limit": (
-        "smem_limit(BYTES): emulate a device with at most BYTES of shared memory per block: "
-        "kernels over it fail to load with Triton's OutOfResources."
+        "smem_limit(BYTES): emulate a device with at most BYTES of shared memory per block "
+        "(or a named device's, smem_limit(\"rtx-4090\")): kernels over it fail to load with "
+        "Triton's OutOfResources."
+    ),
+    "emulate_device": (
+        "emulate_device(DEVICE): run this test cold, compiling every Triton kernel also for the "
+        "named device's architecture and judging it by that device's limits."
     ),
     "guards": (
         "guards(bug, raises=EXC, match=None, masked_by=None): the regression this test guards; "
@@ -103,6 +116,9 @@ class Settings:
     child_orders: str | None  # set only in a spawned cold child
     warm_ahead: bool = True
     prove: bool = False  # --cold-compile-prove / ini cold_compile_prove
+    smem_device: str | None = None  # the device --smem-limit/ini smem_limit named, if any
+    emulate_device: str | None = None
+    emulate_source: str = "default"
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -113,7 +129,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--cold-compile", action="store_true", default=None, help=COLD_HELP)
     group.addoption("--cold-compile-mode", metavar="MODE", default=None, help=MODE_HELP)
     group.addoption("--cold-compile-timeout", metavar="SECONDS", default=None, help=TIMEOUT_HELP)
-    group.addoption("--smem-limit", metavar="BYTES", default=None, help=SMEM_HELP)
+    group.addoption("--smem-limit", metavar="BYTES|DEVICE", default=None, help=SMEM_HELP)
+    group.addoption("--emulate-device", metavar="DEVICE", default=None, help=EMULATE_HELP)
     group.addoption("--cold-compile-report", metavar="PATH", default=None, help=REPORT_HELP)
     group.addoption("--cold-compile-child", metavar="ORDERS", default=None, help=CHILD_HELP)
     group.addoption("--cold-compile-prove", action="store_true", default=None, help=PROVE_HELP)
@@ -124,6 +141,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("cold_compile_warm_ahead", WARM_AHEAD_HELP, default="true")
     parser.addini("smem_limit", SMEM_HELP, default="")
     parser.addini("cold_compile_prove", PROVE_HELP, type="bool", default=False)
+    parser.addini("emulate_device", EMULATE_HELP, default="")
 
 
 _SWITCH = {"true": True, "yes": True, "on": True, "1": True,
@@ -169,6 +187,30 @@ def parse_bytes(value: Any, source: str, error: type[Exception] = pytest.UsageEr
     if number <= 0:
         raise error(f"{source}: expected a positive whole number of bytes, got {value!r}")
     return number
+
+
+def parse_smem(value: Any, source: str, error: type[Exception] = pytest.UsageError
+               ) -> tuple[int, str | None]:
+    """(bytes, device name or None) of a shared-memory limit given as bytes or as a device."""
+    from pytest_coldcompile.devices import named
+
+    device = named.lookup(value) if isinstance(value, str) else None
+    if device is not None:
+        return device.shared_per_block, device.name
+    try:
+        return parse_bytes(value, source, error), None
+    except error as exc:
+        raise error(f"{exc}; or one of the named devices: {', '.join(named.names())}") from None
+
+
+def parse_device(value: Any, source: str, error: type[Exception] = pytest.UsageError) -> str:
+    """The name of the named device value names; error lists the names otherwise."""
+    from pytest_coldcompile.devices import named
+
+    device = named.lookup(value) if isinstance(value, str) else None
+    if device is None:
+        raise error(f"{source}: expected a device name, got {named.unknown(value)}")
+    return device.name
 
 
 def _resolve(
@@ -238,8 +280,12 @@ def load(config: pytest.Config) -> Settings:
         "0",
         parse_timeout,
     )
-    smem_limit, smem_source = _resolve(
-        config, "smem_limit", "--smem-limit", "smem_limit", "", parse_bytes
+    smem, smem_source = _resolve(
+        config, "smem_limit", "--smem-limit", "smem_limit", "", parse_smem
+    )
+    smem_limit, smem_device = smem or (None, None)
+    emulate_device, emulate_source = _resolve(
+        config, "emulate_device", "--emulate-device", "emulate_device", "", parse_device
     )
     report = report_path(opt.cold_compile_report)
     preload_modules(config)  # validated here too: the zygote's early start does not report
@@ -257,6 +303,9 @@ def load(config: pytest.Config) -> Settings:
         child_orders=opt.cold_compile_child,
         warm_ahead=warm_ahead,
         prove=bool(opt.cold_compile_prove) or ini_bool(config, "cold_compile_prove"),
+        smem_device=smem_device,
+        emulate_device=emulate_device,
+        emulate_source=emulate_source,
     )
 
 
@@ -304,7 +353,11 @@ PROOF_ITEM_KEY = pytest.StashKey[bool]()
 def is_cold(item: pytest.Item) -> bool:
     if item.stash.get(PROOF_ITEM_KEY, False):
         return False
-    return settings(item.config).cold_all or item.get_closest_marker("cold_compile") is not None
+    s = settings(item.config)
+    # An emulated device lives in a cold child: its target compiles in the child's own cache.
+    return (s.cold_all or s.emulate_device is not None
+            or item.get_closest_marker("cold_compile") is not None
+            or item.get_closest_marker("emulate_device") is not None)
 
 
 def timeout_for(item: pytest.Item) -> tuple[float | None, str]:
@@ -328,14 +381,53 @@ def smem_limit_for(item: pytest.Item) -> tuple[int | None, str]:
 
     Raises ValueError naming the marker when its argument is not a positive byte count.
     """
+    limit, _, source = smem_named_for(item)
+    return limit, source
+
+
+def smem_named_for(item: pytest.Item) -> tuple[int | None, str | None, str]:
+    """(bytes, device name or None, source) of item's shared-memory cap: marker > option > ini.
+
+    Raises ValueError naming the marker when its argument is neither bytes nor a device.
+    """
     marker = item.get_closest_marker("smem_limit")
     if marker is not None:
         source = f"smem_limit marker of {item.nodeid}"
         if len(marker.args) != 1 or marker.kwargs:
-            raise ValueError(f"{source}: expected smem_limit(BYTES), got {marker!r}")
-        return parse_bytes(marker.args[0], source, ValueError), source
+            raise ValueError(f"{source}: expected smem_limit(BYTES) or smem_limit(DEVICE), "
+                             f"got {marker!r}")
+        return (*parse_smem(marker.args[0], source, ValueError), source)
     s = settings(item.config)
-    return s.smem_limit, s.smem_source
+    return s.smem_limit, s.smem_device, s.smem_source
+
+
+def emulated_device_for(item: pytest.Item) -> tuple[str | None, str]:
+    """The device item emulates and where that came from: marker > option > ini.
+
+    Raises ValueError naming the marker when it names no device.
+    """
+    marker = item.get_closest_marker("emulate_device")
+    if marker is not None:
+        source = f"emulate_device marker of {item.nodeid}"
+        if len(marker.args) != 1 or marker.kwargs:
+            raise ValueError(f"{source}: expected emulate_device(DEVICE), got {marker!r}")
+        return parse_device(marker.args[0], source, ValueError), source
+    s = settings(item.config)
+    return s.emulate_device, s.emulate_source
+
+
+def effective_smem_for(item: pytest.Item) -> tuple[int | None, str]:
+    """The per-block shared memory item's kernels get and what set it: the smem_limit cap,
+    lowered to the emulated device's limit. Raises ValueError naming a bad marker."""
+    from pytest_coldcompile.devices import named
+
+    limit, source = smem_limit_for(item)
+    emulated, emulated_source = emulated_device_for(item)
+    if emulated is not None:
+        device_limit = named.DEVICES[emulated].shared_per_block
+        if limit is None or device_limit < limit:
+            return device_limit, emulated_source
+    return limit, source
 
 
 def required_smem(item: pytest.Item) -> int | None:

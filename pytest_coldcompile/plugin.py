@@ -80,7 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = options.settings(config)
-    if not (s.cold_all or s.smem_limit or s.mode_source != "default" or s.timeout):
+    if not (s.cold_all or s.smem_limit or s.mode_source != "default" or s.timeout
+            or s.emulate_device):
         return []
     parts = [
         "every test" if s.cold_all else "tests marked cold_compile",
@@ -88,7 +89,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"timeout {s.timeout:g} s" if s.timeout else "no timeout",
     ]
     if s.smem_limit:
-        parts.append(f"smem limit {s.smem_limit} bytes ({s.smem_source})")
+        named = f"{s.smem_device}'s, " if s.smem_device else ""
+        parts.append(f"smem limit {s.smem_limit} bytes ({named}{s.smem_source})")
+    if s.emulate_device:
+        parts.append(f"emulating {s.emulate_device} ({s.emulate_source})")
     lines = ["cold-compile: " + ", ".join(parts)]
     started = zygote.of(config)
     if started is not None:
@@ -199,7 +203,7 @@ def _teardown_parent(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    limit, source = options.smem_limit_for(item)  # a bad marker fails the setup here
+    limit, source = options.effective_smem_for(item)  # a bad marker fails the setup here
     needs_cuda = options.requires_cuda(item)
     needs_smem = options.required_smem(item)
     if needs_cuda or needs_smem is not None:

@@ -31,7 +31,10 @@ FIGURES = (
     "max_admitted_shared",
     "warmed_ahead",
 )
-RECORD_KEYS = ("mode", "mode_reason", "total_s", *FIGURES, "selectors")
+DEVICE_KEYS = ("smem_limit", "smem_device", "emulated_device", "emulation")
+"""The device a cold test ran as: its shared-memory cap in bytes, the named device that cap is
+(if one's), the emulated device, and the emulation's kernels (``devices.emulate``)."""
+RECORD_KEYS = ("mode", "mode_reason", "total_s", *FIGURES, "selectors", *DEVICE_KEYS)
 """The keys of every test's record in the JSON report, besides its outcome."""
 COLUMNS = (  # (heading, key)
     ("total s", "total_s"),
@@ -61,6 +64,8 @@ def properties(
         props += [(PREFIX + key, summary.get(key)) for key in FIGURES]
         if summary.get("selectors"):
             props.append((PREFIX + "selectors", ",".join(summary["selectors"])))
+        props += [(PREFIX + key, summary[key]) for key in DEVICE_KEYS
+                  if summary.get(key) is not None]
     return props
 
 
@@ -123,6 +128,8 @@ class ColdReporter:
             tr.write_line(f"{count} run as {mode} ({reason})")
         for line in table(self.tests):
             tr.write_line(line)
+        for line in emulation_lines(self.tests):
+            tr.write_line(line)
         tr.write_line(cuda_state_line())
         proofs = proof_summary.proofs(self.tests)
         if proofs:
@@ -177,6 +184,30 @@ def table(tests: dict[str, dict[str, Any]]) -> list[str]:
         return "  ".join(cells).rstrip()
 
     return [fmt(headings), *(fmt(r) for r in rows)]
+
+
+def emulation_lines(tests: dict[str, dict[str, Any]]) -> list[str]:
+    """A line for each kernel an emulated device refused, or whose footprint there differs
+    from the real GPU's: "fits here, would not fit there" and the other way round."""
+    lines = []
+    for nodeid, test in sorted(tests.items()):
+        emulation = test.get("emulation")
+        if not isinstance(emulation, dict):
+            continue
+        for k in emulation.get("kernels", []):
+            there, here = k.get("there") or {}, k.get("here")
+            if k.get("outcome") == "fits" and not k.get("differs"):
+                continue
+            verdict = ("fits" if k.get("outcome") == "fits"
+                       else f"out of {k.get('resource')} ({k.get('required')} > "
+                            f"{k.get('available')})")
+            on_gpu = (f"; here (sm_{here['arch']}) {here['shared']} B, {here['registers']} "
+                      "registers" if here else "")
+            lines.append(
+                f"emulated {emulation.get('device')} (sm_{emulation.get('arch')}): {nodeid}: "
+                f"{k.get('kernel')} there {there.get('shared')} B, {there.get('registers')} "
+                f"registers: {verdict}{on_gpu}")
+    return lines
 
 
 def cuda_state_line() -> str:

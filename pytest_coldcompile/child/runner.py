@@ -21,7 +21,8 @@ import pytest
 from pytest_coldcompile import selectors
 from pytest_coldcompile.child import pristine
 from pytest_coldcompile.child.stats import CompileStats
-from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.devices import cuda, named
+from pytest_coldcompile.devices.emulate import Emulation
 from pytest_coldcompile.devices.smem_cap import SmemCap
 from pytest_coldcompile.isolation.processes import die_with_parent, exit_now
 from pytest_coldcompile.isolation.records import (
@@ -40,6 +41,7 @@ class ChildContext:
     orders: dict[str, Any]
     test_dir: str
     cap: SmemCap | None = None
+    emulation: Emulation | None = None
     stats: CompileStats = field(default_factory=CompileStats)
     tally: selectors.EventTally = field(default_factory=selectors.EventTally)
     # torch's compile stack was imported before the test began (pristine.warm_compile_stack)
@@ -55,7 +57,21 @@ class ChildContext:
 
     @property
     def smem_limit(self) -> int | None:
+        if self.emulation is not None:
+            return self.emulation.limit
         return self.orders.get("smem_limit")
+
+    @property
+    def smem_device(self) -> str | None:
+        """The named device whose limit smem_limit is, if it is one's."""
+        emulated = self.emulated_device
+        if emulated is not None and self.smem_limit == named.DEVICES[emulated].shared_per_block:
+            return emulated
+        return self.orders.get("smem_device")
+
+    @property
+    def emulated_device(self) -> str | None:
+        return self.orders.get("emulate_device")
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -68,6 +84,10 @@ class ChildContext:
             "max_admitted_shared": self.tally.max_admitted_shared,
             "selectors": [str(getattr(s, "name", "?")) for s in selectors.loaded()],
             "cap_patched": list(self.cap.patched) if self.cap else [],
+            "smem_limit": self.smem_limit,
+            "smem_device": self.smem_device,
+            "emulated_device": self.emulated_device,
+            "emulation": self.emulation.summary() if self.emulation else None,
             "warmed_ahead": self.warmed_ahead,
         }
 
@@ -252,7 +272,12 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     pristine.make_private(ctx.cache_dir)
     pristine.reset_compiler_state()
     ctx.stats.install()
-    if orders.get("smem_limit"):
+    if orders.get("emulate_device"):
+        ctx.emulation = Emulation(named.DEVICES[orders["emulate_device"]],
+                                  orders.get("smem_limit"),
+                                  os.path.join(ctx.cache_dir, "emulation-tmp")).install()
+        ctx.cap = ctx.emulation.cap
+    elif orders.get("smem_limit"):
         ctx.cap = SmemCap(int(orders["smem_limit"])).install()
     _adopt_selectors(ctx.tally, ctx.stats)
     if orders.get("prove"):  # a proof's bug-active run (--cold-compile-prove)

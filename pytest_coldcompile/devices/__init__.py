@@ -1,2 +1,4 @@
 """Devices: CUDA facts learned without initializing CUDA (``cuda``), the device markers
-(``markers``) and the shared-memory cap that emulates a smaller GPU (``smem_cap``)."""
+(``markers``), the named devices (``named``), the shared-memory cap that emulates a smaller GPU
+(``smem_cap``) and the emulation of a named device's architecture (``emulate``, compiling
+through ``target_compile``)."""

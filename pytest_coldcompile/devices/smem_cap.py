@@ -7,11 +7,13 @@ module imports neither torch nor triton.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -53,14 +55,51 @@ class CappedDeviceProperties:
         return f"{self._props!r} [shared memory capped at {self._limit} by pytest-coldcompile]"
 
 
-class SmemCap:
-    """One installed cap; remove() undoes every patch in reverse order."""
+class PatchSet:
+    """Patches made now or when their module is imported; remove() undoes them all, in
+    reverse order, and forgets the imports still awaited."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = int(limit)
+    def __init__(self) -> None:
         self._undo: list[Callable[[], None]] = []
         self._pending: list[tuple[str, Callable[[ModuleType], None]]] = []
+
+    def _on_import(self, module: str, patch: Callable[[ModuleType], None]) -> None:
+        self._pending.append((module, patch))
+        import_hooks.when_imported(module, patch)
+
+    def remove(self) -> None:
+        for module, patch in self._pending:
+            import_hooks.forget(module, patch)
+        self._pending.clear()
+        while self._undo:
+            self._undo.pop()()
+
+
+class SmemCap(PatchSet):
+    """One installed cap; remove() undoes every patch in reverse order.
+
+    judge_loads=False lowers only what code reads as the limit, and Triton's own load checks
+    see the real device (inside uncapped()): an emulated device judges loads itself.
+    """
+
+    def __init__(self, limit: int, judge_loads: bool = True) -> None:
+        super().__init__()
+        self.limit = int(limit)
+        self.judge_loads = judge_loads
+        self._real = threading.local()  # .depth > 0: inside uncapped()
         self.patched: list[str] = []  # what was capped, for tests and debugging
+
+    @contextlib.contextmanager
+    def uncapped(self) -> Iterator[None]:
+        """Within: Triton's and its driver's lookups give the real device's figures."""
+        self._real.depth = getattr(self._real, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._real.depth -= 1
+
+    def _capped(self, value: int) -> int:
+        return value if getattr(self._real, "depth", 0) else min(value, self.limit)
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _setattr(self, owner: Any, name: str, value: Any, label: str) -> None:
@@ -79,10 +118,6 @@ class SmemCap:
         setattr(owner, name, value)
         self._undo.append(undo)
         self.patched.append(label)
-
-    def _on_import(self, module: str, patch: Callable[[ModuleType], None]) -> None:
-        self._pending.append((module, patch))
-        import_hooks.when_imported(module, patch)
 
     # -- install / remove --------------------------------------------------------------------
     def install(self) -> SmemCap:
@@ -104,13 +139,6 @@ class SmemCap:
             self._on_import(name, self._patch_static_launcher)
         return self
 
-    def remove(self) -> None:
-        for module, patch in self._pending:
-            import_hooks.forget(module, patch)
-        self._pending.clear()
-        while self._undo:
-            self._undo.pop()()
-
     # -- the patches ---------------------------------------------------------------------------
     def _patch_triton_compiler(self, mod: ModuleType) -> None:
         limit = self.limit
@@ -122,9 +150,11 @@ class SmemCap:
 
             @functools.wraps(original)
             def max_shared_mem(device: Any) -> int:
-                return min(uncached(device), limit)
+                return self._capped(uncached(device))
 
             self._setattr(mod, "max_shared_mem", max_shared_mem, f"{mod.__name__}.max_shared_mem")
+        if not self.judge_loads:
+            return
         try:
             from triton.runtime.errors import OutOfResources
         except ImportError:
@@ -182,7 +212,7 @@ class SmemCap:
         def get_device_properties(device: Any) -> dict[str, Any]:
             props = dict(get_props(device))
             if "max_shared_mem" in props:
-                props["max_shared_mem"] = min(int(props["max_shared_mem"]), limit)
+                props["max_shared_mem"] = self._capped(int(props["max_shared_mem"]))
             return props
 
         get_device_properties._coldcompile_cap = limit  # type: ignore[attr-defined]
@@ -247,6 +277,8 @@ class SmemCap:
             self._undo.append(lambda: constants.discard(CappedDeviceProperties))
 
     def _patch_static_launcher(self, mod: ModuleType) -> None:
+        if not self.judge_loads:
+            return
         try:
             from triton.runtime.errors import OutOfResources
         except ImportError:

@@ -178,9 +178,13 @@ class ColdEngine:
 
     def _orders(self, item: pytest.Item, test_dir: str) -> dict[str, Any]:
         try:
-            limit, source = options.smem_limit_for(item)
+            limit, smem_device, source = options.smem_named_for(item)
         except ValueError:
-            limit, source = None, ""  # the child's setup reports the bad marker
+            limit, smem_device, source = None, None, ""  # the child's setup reports it
+        try:
+            emulate_device, _ = options.emulated_device_for(item)
+        except ValueError:
+            emulate_device = None  # the same
         workerinput = getattr(self.config, "workerinput", None)
         xml = self.config.stash.get(_JUNIT_XML_KEY, None) if _JUNIT_XML_KEY else None
         return {
@@ -203,6 +207,8 @@ class ColdEngine:
             "mode_reason": self.reason,
             "smem_limit": limit,
             "smem_source": source,
+            "smem_device": smem_device,
+            "emulate_device": emulate_device,
             "cuda_visible_devices": self.gpu[0] if self.gpu else None,
             "gpu_position": self.gpu[1] if self.gpu else None,
             "warm_compile_stack": self._warms_ahead(item),
