@@ -57,9 +57,10 @@ CHILD_HELP = argparse.SUPPRESS  # internal: a spawned cold child reads its order
 
 MARKERS = {
     "cold_compile": (
-        "cold_compile(timeout=None): run this test cold, in a child process that has compiled "
-        "nothing before, with private empty caches and launch selectors reset; timeout in "
-        "seconds overrides --cold-compile-timeout."
+        "cold_compile(timeout=None, budget=None): run this test cold, in a child process that "
+        "has compiled nothing before, with private empty caches and launch selectors reset; "
+        "timeout in seconds overrides --cold-compile-timeout, budget in seconds overrides "
+        "--cold-compile-budget."
     ),
     "requires_cuda": (
         "requires_cuda: skip unless a CUDA device is visible and torch, where installed, is a "
@@ -107,6 +108,9 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("cold_compile_preload", PRELOAD_HELP, type="linelist", default=[])
     parser.addini("cold_compile_warm_ahead", WARM_AHEAD_HELP, default="true")
     parser.addini("smem_limit", SMEM_HELP, default="")
+    from pytest_coldcompile.gates import settings as gate_settings
+
+    gate_settings.add_options(parser)
 
 
 _SWITCH = {"true": True, "yes": True, "on": True, "1": True,
@@ -280,9 +284,9 @@ def is_cold(item: pytest.Item) -> bool:
 def timeout_for(item: pytest.Item) -> tuple[float | None, str]:
     """The cold child's time limit for item and where it came from: marker > option > ini."""
     marker = item.get_closest_marker("cold_compile")
-    if marker is not None and (marker.args or set(marker.kwargs) - {"timeout"}):
+    if marker is not None and (marker.args or set(marker.kwargs) - {"timeout", "budget"}):
         raise ValueError(f"cold_compile marker of {item.nodeid}: expected cold_compile or "
-                         f"cold_compile(timeout=SECONDS), got {marker!r}")
+                         f"cold_compile(timeout=SECONDS, budget=SECONDS), got {marker!r}")
     if marker is not None and marker.kwargs.get("timeout") is not None:
         source = f"cold_compile(timeout=...) marker of {item.nodeid}"
         try:

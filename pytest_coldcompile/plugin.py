@@ -13,6 +13,7 @@ from pytest_coldcompile import interop, options, report
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
+from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import zygote
 from pytest_coldcompile.isolation.engine import ColdEngine
 
@@ -66,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     s = options.load(config)
     config.stash[options.SETTINGS_KEY] = s
+    config.stash[gate_settings.GATES_KEY] = gate_settings.load(config)
     if s.child_orders:
         spawned = runner.SpawnedChild(config, s.child_orders)
         config.pluginmanager.register(spawned, "coldcompile-child")

@@ -32,6 +32,8 @@ FIGURES = (
 )
 RECORD_KEYS = ("mode", "mode_reason", "total_s", *FIGURES, "selectors")
 """The keys of every test's record in the JSON report, besides its outcome."""
+GATE_KEYS = ("budget_s", "budget_exceeded", "warm", "baseline")
+"""The CI gates' keys of every record (docs/ci-gates.md), null where a gate is off."""
 COLUMNS = (  # (heading, key)
     ("total s", "total_s"),
     ("compile s", "compile_s"),
@@ -101,7 +103,9 @@ class ColdReporter:
         }
         if figures:
             # One schema for every record: a child that died reported no figures (null).
-            self.tests[nodeid] = {"outcome": final, **dict.fromkeys(RECORD_KEYS), **figures}
+            self.tests[nodeid] = {
+                "outcome": final, **dict.fromkeys(RECORD_KEYS + GATE_KEYS), **figures
+            }
             if final in ("failed", "error") and _debugger_requested(self.config):
                 self.debugger_skipped += 1
 

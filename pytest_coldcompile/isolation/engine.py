@@ -18,6 +18,8 @@ import pytest
 from pytest_coldcompile import options, report, selectors
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.gates import budget as budget_gate
+from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
 from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
 
@@ -307,6 +309,11 @@ class ColdEngine:
         except ValueError as exc:  # a bad marker argument: say so, as a setup error
             shutil.rmtree(test_dir, ignore_errors=True)
             return child_reports.parent_failure(item, str(exc)), result
+        try:
+            budget = gate_settings.budget_for(item)
+        except ValueError as exc:  # a bad budget= of the marker: a setup error, as timeout=
+            shutil.rmtree(test_dir, ignore_errors=True)
+            return child_reports.parent_failure(item, str(exc)), result
         if backstop is not None and (timeout is None or backstop[0] < timeout):
             timeout, timeout_source = backstop
         try:
@@ -337,6 +344,7 @@ class ColdEngine:
             reports[-1].user_properties.extend(
                 report.properties(mode, reason, result.summary, total_s=total_s)
             )
+            budget_gate.apply(item, reports, result.summary, budget)
         return reports, result
 
     def _echo_output(self) -> bool:
