@@ -13,6 +13,7 @@ from pytest_coldcompile import interop, options, report
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
+from pytest_coldcompile.gates import cuda_init
 from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import zygote
 from pytest_coldcompile.isolation.engine import ColdEngine
@@ -60,6 +61,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     if started is not None:
         early_config.stash[zygote.ZYGOTE_KEY] = started
         early_config.add_cleanup(started.stop)  # inline (pytester) runs end here too
+    cuda_init.watch(early_config)  # after the zygote's fork: it has no watcher
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -81,7 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = options.settings(config)
     if not (s.cold_all or s.smem_limit or s.mode_source != "default" or s.timeout):
-        return []
+        return cuda_init.header_lines(config)
     parts = [
         "every test" if s.cold_all else "tests marked cold_compile",
         f"mode {s.mode} ({s.mode_source})",
@@ -96,7 +98,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             "cold-compile: zygote forked before collection; when used it preloads "
             + (", ".join(started.modules) or "nothing")
         )
-    return lines
+    return lines + cuda_init.header_lines(config)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -19,6 +19,7 @@ from pytest_coldcompile import options, report, selectors
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import cuda
 from pytest_coldcompile.gates import budget as budget_gate
+from pytest_coldcompile.gates import cuda_init
 from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
 from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
@@ -104,6 +105,8 @@ class ColdEngine:
         self.mode, self.reason = choose_mode(
             options.settings(self.config), self.zygote is not None, zygote.not_started(self.config)
         )
+        if options.settings(self.config).mode in ("auto", "fork"):
+            self.reason = cuda_init.explain(self.config, self.reason)
         self.base = tempfile.mkdtemp(prefix="pytest-coldcompile-")
         self.gpu: tuple[str, int] | None = None
         self.server: ForkServer | None = None
