@@ -13,7 +13,7 @@ from pytest_coldcompile import interop, options, report
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
-from pytest_coldcompile.gates import cuda_init
+from pytest_coldcompile.gates import baseline, cuda_init
 from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import zygote
 from pytest_coldcompile.isolation.engine import ColdEngine
@@ -78,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(
             report.ColdReporter(config, s.report_path), "coldcompile-report"
         )
+        baseline.register(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
