@@ -13,7 +13,7 @@ from pytest_coldcompile import interop, options, report
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
-from pytest_coldcompile.gates import baseline, cuda_init
+from pytest_coldcompile.gates import baseline, cuda_init, warm_check
 from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import zygote
 from pytest_coldcompile.isolation.engine import ColdEngine
@@ -70,6 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
     s = options.load(config)
     config.stash[options.SETTINGS_KEY] = s
     config.stash[gate_settings.GATES_KEY] = gate_settings.load(config)
+    if gate_settings.settings(config).warm_check:
+        warm_check.register(config, in_child=bool(s.child_orders))
     if s.child_orders:
         spawned = runner.SpawnedChild(config, s.child_orders)
         config.pluginmanager.register(spawned, "coldcompile-child")
