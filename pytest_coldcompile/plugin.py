@@ -13,7 +13,7 @@ from pytest_coldcompile import interop, options, report
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
-from pytest_coldcompile.gates import baseline, cuda_init, warm_check
+from pytest_coldcompile.gates import baseline, cuda_init, debug, warm_check
 from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import zygote
 from pytest_coldcompile.isolation.engine import ColdEngine
@@ -76,11 +76,13 @@ def pytest_configure(config: pytest.Config) -> None:
         spawned = runner.SpawnedChild(config, s.child_orders)
         config.pluginmanager.register(spawned, "coldcompile-child")
         config.stash[WORKERINPUT_KEY] = spawned.orders.get("workerinput") or {}
+        debug.register(config, spawned.orders)
     else:
         config.pluginmanager.register(
             report.ColdReporter(config, s.report_path), "coldcompile-report"
         )
         baseline.register(config)
+        debug.register(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.gates import debug
 
 PREFIX = "cold_compile."
 TIMINGS = ("selection_s", "tracing_s", "inductor_s", "compile_s")
@@ -107,7 +108,8 @@ class ColdReporter:
                 "outcome": final, **dict.fromkeys(RECORD_KEYS + GATE_KEYS), **figures
             }
             if final in ("failed", "error") and _debugger_requested(self.config):
-                self.debugger_skipped += 1
+                if not debug.handed_off(self.config):  # else debugged in its child
+                    self.debugger_skipped += 1
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.tests:

@@ -19,7 +19,7 @@ from pytest_coldcompile import options, report, selectors
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import cuda
 from pytest_coldcompile.gates import budget as budget_gate
-from pytest_coldcompile.gates import cuda_init, warm_check
+from pytest_coldcompile.gates import cuda_init, debug, warm_check
 from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
 from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
@@ -210,6 +210,8 @@ class ColdEngine:
             "cuda_visible_devices": self.gpu[0] if self.gpu else None,
             "gpu_position": self.gpu[1] if self.gpu else None,
             "warm_compile_stack": self._warms_ahead(item),
+            # --pdb, --trace: the child takes the terminal (gates/debug.py)
+            "debug_handoff": debug.order(self.config),
         }
 
     def _warms_ahead(self, item: pytest.Item) -> bool:
