@@ -57,10 +57,10 @@ CHILD_HELP = argparse.SUPPRESS  # internal: a spawned cold child reads its order
 
 MARKERS = {
     "cold_compile": (
-        "cold_compile(timeout=None, budget=None): run this test cold, in a child process that "
-        "has compiled nothing before, with private empty caches and launch selectors reset; "
-        "timeout in seconds overrides --cold-compile-timeout, budget in seconds overrides "
-        "--cold-compile-budget."
+        "cold_compile(timeout=None): run this test cold, in a child process that has compiled "
+        "nothing before, with private empty caches and launch selectors reset; timeout in "
+        "seconds overrides --cold-compile-timeout. Also cold_compile(budget=SECONDS): a "
+        "compile-time budget, overriding --cold-compile-budget."
     ),
     "requires_cuda": (
         "requires_cuda: skip unless a CUDA device is visible and torch, where installed, is a "
@@ -286,7 +286,8 @@ def timeout_for(item: pytest.Item) -> tuple[float | None, str]:
     marker = item.get_closest_marker("cold_compile")
     if marker is not None and (marker.args or set(marker.kwargs) - {"timeout", "budget"}):
         raise ValueError(f"cold_compile marker of {item.nodeid}: expected cold_compile or "
-                         f"cold_compile(timeout=SECONDS, budget=SECONDS), got {marker!r}")
+                         f"cold_compile(timeout=SECONDS), got {marker!r} (its keyword "
+                         "arguments: timeout=SECONDS, budget=SECONDS)")
     if marker is not None and marker.kwargs.get("timeout") is not None:
         source = f"cold_compile(timeout=...) marker of {item.nodeid}"
         try:

@@ -132,7 +132,8 @@ def test_a_failing_body_is_reported_as_itself_not_as_a_budget(pytester: pytest.P
          "got 'x'*"),
         ([], "", "(budgt=3)",
          "*cold_compile marker of *::test_it: expected cold_compile or "
-         "cold_compile(timeout=SECONDS, budget=SECONDS), got *"),
+         "cold_compile(timeout=SECONDS), got *budgt* (its keyword arguments: timeout=SECONDS, "
+         "budget=SECONDS)*"),
     ],
 )
 def test_bad_budgets_name_where_they_came_from(
