@@ -8,7 +8,6 @@ from __future__ import annotations
 import bdb
 import functools
 import os
-import pdb
 import signal
 import sys
 import unittest
@@ -87,6 +86,8 @@ class DebugHandoff:
         if isinstance(excinfo.value, (pytest.skip.Exception, unittest.SkipTest, bdb.BdbQuit)):
             return  # as pytest's own --pdb
         try:
+            import pdb  # only here: pytest imports it only when it debugs
+
             with _terminal() as (reader, writer):
                 writer.write(f"\n{report.longreprtext}\n")
                 writer.write(f">>>>> entering PDB in the cold child (pid {os.getpid()}, "
@@ -105,6 +106,8 @@ class DebugHandoff:
         ctx = runner.active(pyfuncitem.config)
         if ctx is not None and (ctx.orders.get("debug_handoff") or {}).get("trace"):
             original = pyfuncitem.obj
+
+            import pdb
 
             @functools.wraps(original)
             def traced(*args: Any, **kwargs: Any) -> Any:

@@ -21,8 +21,9 @@ def _records(pytester: pytest.Pytester) -> dict:
     return json.loads((pytester.path / "cold.json").read_text())
 
 
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
 def test_a_test_whose_outcome_depends_on_the_caches_is_reported(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, mode: str
 ) -> None:
     pytester.makepyfile(
         """
@@ -43,7 +44,8 @@ def test_a_test_whose_outcome_depends_on_the_caches_is_reported(
             pass
         """
     )
-    result = run(pytester, "--cold-compile-warm-check", "--cold-compile-report=cold.json")
+    result = run(pytester, "--cold-compile-warm-check", "--cold-compile-report=cold.json",
+                 f"--cold-compile-mode={mode}")
     result.assert_outcomes(passed=2, failed=1)  # the warm rerun adds no outcome of its own
     result.stdout.fnmatch_lines([
         "*= cold compile warm check: 1 tests rerun warm, 1 with unstable cache keys =*",
