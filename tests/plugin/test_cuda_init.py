@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from coldhelp import conftest, modules_importable_by_name, needs_fork, run
 
-pytestmark = [needs_fork, pytest.mark.skipif(not os.path.exists("/usr/bin/gcc"),
-                                             reason="needs gcc")]
+pytestmark = needs_fork
+needs_gcc = pytest.mark.skipif(not os.path.exists("/usr/bin/gcc"), reason="needs gcc")
 
 FAKE_LIBCUDA = r"""
 static int initialized = 0;
@@ -65,6 +65,7 @@ def _reason(pytester: pytest.Pytester) -> str:
     return str(record["mode_reason"])
 
 
+@needs_gcc
 def test_a_conftest_that_initializes_the_driver_directly_is_named(
     pytester: pytest.Pytester,
 ) -> None:
@@ -84,6 +85,7 @@ def test_a_conftest_that_initializes_the_driver_directly_is_named(
     assert _reason(pytester).endswith("; " + said)
 
 
+@needs_gcc
 def test_a_test_module_that_initializes_the_driver_at_collection_is_named(
     pytester: pytest.Pytester,
 ) -> None:
@@ -100,6 +102,7 @@ def test_a_test_module_that_initializes_the_driver_at_collection_is_named(
         assert reason.endswith(", while collecting test_cudaearly.py"), reason
 
 
+@needs_gcc
 def test_torch_lazy_init_names_the_users_file_and_line_with_its_stack(
     pytester: pytest.Pytester,
 ) -> None:
@@ -134,6 +137,7 @@ def test_torch_lazy_init_names_the_users_file_and_line_with_its_stack(
     assert "conftest.py\", line 4, in pick_device" in summary
 
 
+@needs_gcc
 def test_nothing_is_said_when_cuda_was_not_initialized(pytester: pytest.Pytester) -> None:
     lib = _fake_libcuda(pytester.path)
     pytester.makeconftest(conftest(f"import ctypes\nctypes.CDLL({lib!r})\n"))  # mapped only
