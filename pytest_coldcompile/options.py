@@ -74,7 +74,8 @@ MARKERS = {
     "cold_compile": (
         "cold_compile(timeout=None): run this test cold, in a child process that has compiled "
         "nothing before, with private empty caches and launch selectors reset; timeout in "
-        "seconds overrides --cold-compile-timeout."
+        "seconds overrides --cold-compile-timeout. Also cold_compile(budget=SECONDS): a "
+        "compile-time budget, overriding --cold-compile-budget."
     ),
     "requires_cuda": (
         "requires_cuda: skip unless a CUDA device is visible and torch, where installed, is a "
@@ -142,6 +143,9 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("smem_limit", SMEM_HELP, default="")
     parser.addini("cold_compile_prove", PROVE_HELP, type="bool", default=False)
     parser.addini("emulate_device", EMULATE_HELP, default="")
+    from pytest_coldcompile.gates import settings as gate_settings
+
+    gate_settings.add_options(parser)
 
 
 _SWITCH = {"true": True, "yes": True, "on": True, "1": True,
@@ -363,9 +367,10 @@ def is_cold(item: pytest.Item) -> bool:
 def timeout_for(item: pytest.Item) -> tuple[float | None, str]:
     """The cold child's time limit for item and where it came from: marker > option > ini."""
     marker = item.get_closest_marker("cold_compile")
-    if marker is not None and (marker.args or set(marker.kwargs) - {"timeout"}):
+    if marker is not None and (marker.args or set(marker.kwargs) - {"timeout", "budget"}):
         raise ValueError(f"cold_compile marker of {item.nodeid}: expected cold_compile or "
-                         f"cold_compile(timeout=SECONDS), got {marker!r}")
+                         f"cold_compile(timeout=SECONDS), got {marker!r} (its keyword "
+                         "arguments: timeout=SECONDS, budget=SECONDS)")
     if marker is not None and marker.kwargs.get("timeout") is not None:
         source = f"cold_compile(timeout=...) marker of {item.nodeid}"
         try:

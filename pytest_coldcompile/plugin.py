@@ -13,6 +13,8 @@ from pytest_coldcompile import interop, options, report
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
+from pytest_coldcompile.gates import baseline, cuda_init, debug, warm_check
+from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import zygote
 from pytest_coldcompile.isolation.engine import ColdEngine
 from pytest_coldcompile.prove import items as prove_items
@@ -60,6 +62,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     if started is not None:
         early_config.stash[zygote.ZYGOTE_KEY] = started
         early_config.add_cleanup(started.stop)  # inline (pytester) runs end here too
+    cuda_init.watch(early_config)  # after the zygote's fork: it has no watcher
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,14 +70,20 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     s = options.load(config)
     config.stash[options.SETTINGS_KEY] = s
+    config.stash[gate_settings.GATES_KEY] = gate_settings.load(config)
+    if gate_settings.settings(config).warm_check:
+        warm_check.register(config, in_child=bool(s.child_orders))
     if s.child_orders:
         spawned = runner.SpawnedChild(config, s.child_orders)
         config.pluginmanager.register(spawned, "coldcompile-child")
         config.stash[WORKERINPUT_KEY] = spawned.orders.get("workerinput") or {}
+        debug.register(config, spawned.orders)
     else:
         config.pluginmanager.register(
             report.ColdReporter(config, s.report_path), "coldcompile-report"
         )
+        baseline.register(config)
+        debug.register(config)
     prove_items.configure(config)
 
 
@@ -82,7 +91,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     s = options.settings(config)
     if not (s.cold_all or s.smem_limit or s.mode_source != "default" or s.timeout
             or s.emulate_device):
-        return []
+        return cuda_init.header_lines(config)
     parts = [
         "every test" if s.cold_all else "tests marked cold_compile",
         f"mode {s.mode} ({s.mode_source})",
@@ -100,7 +109,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             "cold-compile: zygote forked before collection; when used it preloads "
             + (", ".join(started.modules) or "nothing")
         )
-    return lines
+    return lines + cuda_init.header_lines(config)
 
 
 @pytest.hookimpl(wrapper=True)

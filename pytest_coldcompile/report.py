@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.gates import debug
 from pytest_coldcompile.prove import summary as proof_summary
 
 PREFIX = "cold_compile."
@@ -36,6 +37,8 @@ DEVICE_KEYS = ("smem_limit", "smem_device", "emulated_device", "emulation")
 (if one's), the emulated device, and the emulation's kernels (``devices.emulate``)."""
 RECORD_KEYS = ("mode", "mode_reason", "total_s", *FIGURES, "selectors", *DEVICE_KEYS)
 """The keys of every test's record in the JSON report, besides its outcome."""
+GATE_KEYS = ("budget_s", "budget_exceeded", "warm", "baseline")
+"""The CI gates' keys of every record (docs/ci-gates.md), null where a gate is off."""
 COLUMNS = (  # (heading, key)
     ("total s", "total_s"),
     ("compile s", "compile_s"),
@@ -108,9 +111,12 @@ class ColdReporter:
         figures = proof_summary.nest(figures)  # a proof item's verdict, under "proof"
         if figures:
             # One schema for every record: a child that died reported no figures (null).
-            self.tests[nodeid] = {"outcome": final, **dict.fromkeys(RECORD_KEYS), **figures}
+            self.tests[nodeid] = {
+                "outcome": final, **dict.fromkeys(RECORD_KEYS + GATE_KEYS), **figures
+            }
             if final in ("failed", "error") and _debugger_requested(self.config):
-                self.debugger_skipped += 1
+                if not debug.handed_off(self.config):  # else debugged in its child
+                    self.debugger_skipped += 1
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.tests:

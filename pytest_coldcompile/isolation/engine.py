@@ -18,6 +18,9 @@ import pytest
 from pytest_coldcompile import options, report, selectors
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.gates import budget as budget_gate
+from pytest_coldcompile.gates import cuda_init, debug, warm_check
+from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
 from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
 from pytest_coldcompile.prove import items as prove_items
@@ -104,6 +107,8 @@ class ColdEngine:
         self.mode, self.reason = choose_mode(
             options.settings(self.config), self.zygote is not None, zygote.not_started(self.config)
         )
+        if options.settings(self.config).mode in ("auto", "fork"):
+            self.reason = cuda_init.explain(self.config, self.reason)
         self.base = tempfile.mkdtemp(prefix="pytest-coldcompile-")
         self.gpu: tuple[str, int] | None = None
         self.server: ForkServer | None = None
@@ -114,6 +119,7 @@ class ColdEngine:
         # Per test file: whether its last cold test that finished compiled a graph
         # (_warms_ahead).
         self.compiled: dict[str, bool] = {}
+        self.warm_check = gate_settings.settings(self.config).warm_check
 
     def start(self) -> None:
         """Everything children should inherit is done here, before the fork server forks."""
@@ -212,6 +218,8 @@ class ColdEngine:
             "cuda_visible_devices": self.gpu[0] if self.gpu else None,
             "gpu_position": self.gpu[1] if self.gpu else None,
             "warm_compile_stack": self._warms_ahead(item),
+            # --pdb, --trace: the child takes the terminal (gates/debug.py)
+            "debug_handoff": debug.order(self.config),
         }
 
     def _warms_ahead(self, item: pytest.Item) -> bool:
@@ -319,6 +327,11 @@ class ColdEngine:
         except ValueError as exc:  # a bad marker argument: say so, as a setup error
             shutil.rmtree(test_dir, ignore_errors=True)
             return child_reports.parent_failure(item, str(exc)), result
+        try:
+            budget = gate_settings.budget_for(item)
+        except ValueError as exc:  # a bad budget= of the marker: a setup error, as timeout=
+            shutil.rmtree(test_dir, ignore_errors=True)
+            return child_reports.parent_failure(item, str(exc)), result
         if backstop is not None and (timeout is None or backstop[0] < timeout):
             timeout, timeout_source = backstop
         try:
@@ -346,12 +359,31 @@ class ColdEngine:
             result = child_reports.read_records(self.config, item, test_dir)
             reports = _interrupted(item, result, test_dir, exc)
         finally:
+            snapshot = warm_check.keep(self, test_dir) if self.warm_check else None
             shutil.rmtree(test_dir, ignore_errors=True)
         if reports:  # none when pytest.exit() ran before the first phase finished
             reports[-1].user_properties.extend(
                 report.properties(mode, reason, result.summary, total_s=total_s)
             )
+            if self.warm_check:
+                warm_check.attach(self, item, reports, snapshot, timeout)
+            budget_gate.apply(item, reports, result.summary, budget)
         return reports, result
+
+    def launch_again(
+        self, item: pytest.Item, orders: dict[str, Any], timeout: float | None
+    ) -> ChildExit:
+        """Run item once more (the warm-cache check), the next test's fork still announced."""
+        if self.mode == "fork" and self.promised is not None and self._server_alive():
+            assert self.server is not None
+            following, _, following_orders = self.promised
+            request = {
+                "index": self.index[id(item)],
+                "orders": orders,
+                "next": {"index": self.index[id(following)], "orders": following_orders},
+            }
+            return self.server.run(request, timeout)
+        return self._launch(item, orders, timeout)
 
     def _echo_output(self) -> bool:
         # With -s the user watches output live; a child's arrives when it ends.
