@@ -27,6 +27,7 @@ from triton.runtime.errors import OutOfResources
 
 from gridpair import devices, tuned
 from gridpair.devices import DeviceLimits
+from gridpair.events import CACHED, FITS, OUT_OF_RESOURCES, UNSUPPORTED, LaunchEvent
 from gridpair.geometry import Geometry, Tile, next_power_of_two, slot_cover
 from gridpair.kernels import OPERANDS, RESULTS
 from gridpair.probe import (
@@ -38,14 +39,8 @@ from gridpair.probe import (
     scalar_class,
     signature_of,
 )
-from pytest_coldcompile.protocol import LaunchEvent
 
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-FITS = "fits"
-OUT_OF_RESOURCES = "out_of_resources"
-CACHED = "cached"
-UNSUPPORTED = "unsupported_dtype"
 
 # Tile axes, most aggressive first: (row block, grid block, stages); each tile takes the fewest
 # warps that keep its resident values in registers. From the sweeps of shared memory,
