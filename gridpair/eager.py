@@ -10,9 +10,7 @@ path asks the same selector - the same key outside autocast, the same cached dec
 events - once per layout of its operands, and again whenever the selector's decisions change
 (``_PREPARED``); it launches the same compiled kernel from the JIT cache that validation
 filled, found by the JIT on a key's first launch and kept for the next
-(``launch._launch_resolved``); it never compiles anything itself. Autograd wiring mirrors
-``ops.py``: fwd -> bwd -> bwd2 (bwd again where the cotangent needs no gradient), then the
-reference composition for any higher order.
+(``launch._launch_resolved``); it never compiles anything itself.
 
 Under autocast this path hands float32 coefficients to the kernels as they are: the kernels
 round them to the autocast dtype as they load them (the same dot inputs as a cast before the
@@ -22,7 +20,8 @@ bf16 force step 2.23 -> 1.63 ms, docs/evidence/h200/round7). Traced, the custom 
 operands first instead, a cast Inductor fuses into the kernel that makes them: the kernels
 then read half the bytes (float32 reads cost the compiled step 0.654 ms against 0.558 ms
 casting first, round 7 calls 1 and 4). The two launches differ in
-``probe.Signature.rounded_on_load``; each is validated before it runs.
+``probe.Signature.rounded_on_load``; each is validated before it runs. The autograd chain and
+the autocast rule are ``gridpair.autograd``'s, shared with the ops.
 """
 
 import weakref
@@ -31,29 +30,23 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from gridpair import devices, reference
+from gridpair import autograd, devices, reference
 from gridpair.devices import DeviceLimits
 from gridpair.launch import DirectLaunch, ProjectorCache, launch
-from gridpair.ops import autocast_eligible
 from gridpair.probe import rounds_on_load
 from gridpair.selector import LaunchSelector, active_selector
 
 
 def autocast_inputs(tensors: Sequence[Tensor]) -> list[Tensor]:
-    """(left, right, to_grid, from_grid) as the ops' autocast kernel passes them on: under
-    autocast on their device, the ``autocast_eligible`` projectors and the eligible operands
-    that are not float32 in the autocast dtype (float32 operands are rounded as the kernels
-    load them). The constant projectors' casts are kept (``ProjectorCache``), as autocast keeps
-    its weights' casts."""
+    """(left, right, to_grid, from_grid) as the ops' autocast kernel passes them on
+    (``autograd.autocast_arguments``), under autocast on their device. The constant projectors'
+    casts are kept (``ProjectorCache``), as autocast keeps its weights' casts."""
     device_type = tensors[0].device.type
     if not torch.is_autocast_enabled(device_type):
         return list(tensors)
-    dtype = torch.get_autocast_dtype(device_type)
-    left, right, *projectors = tensors
-    mixed = all(autocast_eligible(p, device_type) for p in projectors)
-    return [*(t.to(dtype) if autocast_eligible(t, device_type)
-              and not (mixed and t.dtype == torch.float32) else t for t in (left, right)),
-            *(_cast(p, dtype) if autocast_eligible(p, device_type) else p for p in projectors)]
+    operands, projectors, _ = autograd.autocast_arguments(tensors[:2], tensors[2:], device_type,
+                                                          _cast)
+    return [*operands, *projectors]  # type: ignore[list-item]
 
 
 _CASTS: dict[torch.dtype, ProjectorCache] = {}
@@ -130,57 +123,54 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
 class _Forward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, left, right, to_grid, from_grid, n_frames, selector):
-        ctx.save_for_backward(left, right, to_grid, from_grid)
-        ctx.n_frames, ctx.selector = n_frames, selector
+        autograd.save(ctx, (left, right, to_grid, from_grid), n_frames, selector, None)
         (out,) = _compute("fwd", (left, right), to_grid, from_grid, n_frames, selector)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        left, right, to_grid, from_grid = ctx.saved_tensors
-        grad_left, grad_right = _Backward.apply(grad_out, left, right, to_grid, from_grid,
-                                                ctx.n_frames, ctx.selector)
-        return grad_left, grad_right, None, None, None, None
+        return autograd.fwd_backward(_STEPS, ctx, grad_out)
 
 
 class _Backward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, grad_out, left, right, to_grid, from_grid, n_frames, selector):
-        ctx.save_for_backward(grad_out, left, right, to_grid, from_grid)
-        ctx.n_frames, ctx.selector = n_frames, selector
+        autograd.save(ctx, (grad_out, left, right, to_grid, from_grid), n_frames, selector, None)
         return _compute("bwd", (grad_out, left, right), to_grid, from_grid, n_frames, selector)
 
     @staticmethod
     def backward(ctx, grad_grad_left, grad_grad_right):
-        grad_out, left, right, to_grid, from_grid = ctx.saved_tensors
-        n_frames, selector = ctx.n_frames, ctx.selector
-        if not ctx.needs_input_grad[0]:
-            # As ops._bwd_backward: with a constant cotangent, g2_l and g2_r are the first
-            # backward of (go, h_l, h_r).
-            g2_left, g2_right = _Backward.apply(grad_out, grad_grad_left, grad_grad_right,
-                                                to_grid, from_grid, n_frames, selector)
-            return None, g2_left, g2_right, None, None, None, None
-        ggo, g2_left, g2_right = _SecondBackward.apply(
-            grad_out, left, right, grad_grad_left, grad_grad_right, to_grid, from_grid,
-            n_frames, selector)
-        return ggo, g2_left, g2_right, None, None, None, None
+        return autograd.bwd_backward(_STEPS, ctx, grad_grad_left, grad_grad_right)
 
 
 class _SecondBackward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
                 from_grid, n_frames, selector):
-        ctx.save_for_backward(grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
-                              from_grid)
-        ctx.n_frames = n_frames
+        autograd.save(ctx, (grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
+                            from_grid), n_frames, selector, None)
         return _compute("bwd2", (grad_out, left, right, grad_grad_left, grad_grad_right),
                         to_grid, from_grid, n_frames, selector)
 
     @staticmethod
     def backward(ctx, *grads):
-        *tensors, to_grid, from_grid = ctx.saved_tensors
-        return (*reference.bwd2_vjp(tensors, to_grid, from_grid, ctx.n_frames, grads),
-                None, None, None, None)
+        return autograd.bwd2_backward(ctx, *grads)
+
+
+class _EagerSteps:
+    """The chain's steps as the autograd.Functions above: direct launches, no dispatcher."""
+
+    def bwd(self, ctx, grad_out, left, right, to_grid, from_grid):
+        return _Backward.apply(grad_out, left, right, to_grid, from_grid, ctx.n_frames,
+                               ctx.selector)
+
+    def bwd2(self, ctx, grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
+             from_grid):
+        return _SecondBackward.apply(grad_out, left, right, grad_grad_left, grad_grad_right,
+                                     to_grid, from_grid, ctx.n_frames, ctx.selector)
+
+
+_STEPS = _EagerSteps()
 
 
 def grid_pair_eager(left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tensor,
