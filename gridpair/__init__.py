@@ -20,8 +20,9 @@ else:
     _versions.require("triton", triton.__version__)
 
 from gridpair import devices  # noqa: E402
+from gridpair.active import SELECTOR  # noqa: E402
 from gridpair.api import grid_pair  # noqa: E402
+from gridpair.events import LaunchEvent  # noqa: E402
 from gridpair.reference import reference_grid_pair  # noqa: E402
-from gridpair.selector import SELECTOR, LaunchEvent  # noqa: E402
 
 __all__ = ["SELECTOR", "LaunchEvent", "devices", "grid_pair", "reference_grid_pair"]

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 import torch
 
 from gridpair import devices
+from gridpair.active import SELECTOR
 from gridpair.devices import DeviceLimits
 from gridpair.geometry import Geometry
-from gridpair.probe import contiguous_signature
-from gridpair.selector import SELECTOR, Decision, LaunchKey
+from gridpair.selector import Decision
+from gridpair.signature import LaunchKey, contiguous_signature
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

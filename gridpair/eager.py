@@ -3,7 +3,7 @@ kernels through Triton's JIT, for calls on real tensors that nothing traces.
 
 The custom ops of ``ops.py`` are what tracing sees, and they stay the only path under
 ``torch.compile``, ``make_fx``, fake tensors, functorch transforms, TorchScript tracing and any
-dispatch or function mode (``launch.nothing_traces``). Eager, their dispatch costs more host time
+dispatch or function mode (``tracing.nothing_traces``). Eager, their dispatch costs more host time
 than the kernels take on the GPU (custom-op and autograd wrappers, the autocast kernel,
 ``wrap_triton``'s mutation wrapper; profiles in docs/evidence/h200/round3/call1 and call4). This
 path asks the same selector - the same key outside autocast, the same cached decision and
@@ -20,7 +20,7 @@ bf16 force step 2.23 -> 1.63 ms, docs/evidence/h200/round7). Traced, the custom 
 operands first instead, a cast Inductor fuses into the kernel that makes them: the kernels
 then read half the bytes (float32 reads cost the compiled step 0.654 ms against 0.558 ms
 casting first, round 7 calls 1 and 4). The two launches differ in
-``probe.Signature.rounded_on_load``; each is validated before it runs. The autograd chain and
+``signature.Signature.rounded_on_load``; each is validated before it runs. The autograd chain and
 the autocast rule are ``gridpair.autograd``'s, shared with the ops.
 """
 
@@ -31,10 +31,11 @@ import torch
 from torch import Tensor
 
 from gridpair import autograd, devices, reference
+from gridpair.active import active_selector
 from gridpair.devices import DeviceLimits
 from gridpair.launch import DirectLaunch, ProjectorCache, launch
-from gridpair.probe import rounds_on_load
-from gridpair.selector import LaunchSelector, active_selector
+from gridpair.selector import LaunchSelector
+from gridpair.signature import rounds_on_load
 
 
 def autocast_inputs(tensors: Sequence[Tensor]) -> list[Tensor]:
@@ -99,15 +100,11 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
                 if selector.listened:  # they hear of every choice, cached ones too
                     selector.choose_keyed(op, operands, (to_grid, from_grid), n_frames)
                 return prepared[2](operands, to_grid, from_grid)
-        key, tile = selector.choose_keyed(op, operands, (to_grid, from_grid), n_frames)
+        key, tile, revision = selector.choose_held(op, operands, (to_grid, from_grid), n_frames)
         if layout is not None and key is not None and tile is not None \
                 and rounds_on_load(operands):
             direct = DirectLaunch(op, key, tile, operands)
-            # The revision under which the decision is held: read before looking it up, so a
-            # reset or a new decision after the lookup makes this launch stale.
-            revision = selector.revision
-            if any(decision.key == key and decision.admitted is not None
-                   and decision.admitted.tile == tile for decision in selector.cached()):
+            if revision is not None:
                 if len(_PREPARED) >= 1024:
                     _PREPARED.clear()
                 _PREPARED[layout] = (weakref.ref(selector), revision, direct)

@@ -19,10 +19,10 @@ from torch import Tensor
 from torch.library import triton_op
 
 from gridpair import autograd, reference
+from gridpair.active import active_selector, using_selector
 from gridpair.inputs import check_constant_projectors, check_inputs
 from gridpair.kernels import KERNELS, OPERANDS
 from gridpair.launch import launch
-from gridpair.selector import active_selector, using_selector
 
 
 def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,

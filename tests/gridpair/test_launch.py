@@ -6,8 +6,9 @@ import dataclasses
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from gridpair.launch import nothing_traces, pad_projector, padded_projector
+from gridpair.launch import pad_projector, padded_projector
 from gridpair.selector import LaunchSelector
+from gridpair.tracing import nothing_traces
 
 
 def test_a_padded_projector_is_reused_while_unchanged():

@@ -14,14 +14,10 @@ import torch
 from triton.compiler.errors import CompilationError
 
 from gridpair import selector as selector_module
+from gridpair.active import SELECTOR, active_selector, using_selector
 from gridpair.geometry import Tile
-from gridpair.selector import (
-    SELECTOR,
-    WORKERS_ENV,
-    LaunchSelector,
-    active_selector,
-    using_selector,
-)
+from gridpair.pool import WORKERS_ENV
+from gridpair.selector import LaunchSelector
 
 P147 = dict(degrees=49, focus=2, frames=3, channels=96, grid=584)
 # Where nothing fits, every candidate of the ladder is refused whatever the geometry: a small

@@ -92,9 +92,9 @@ def test_the_64_bit_offset_path_computes_the_same_function(op, monkeypatch):
     """Small shapes forced through the WIDE kernels (64-bit slot offsets), as a launch past
     2^31 takes them: same bound against float64 as the 32-bit path."""
     from gridpair import launch as launch_module
-    from gridpair import probe
+    from gridpair import signature
 
-    monkeypatch.setattr(probe, "_INT32_MAX", 0)  # every offset "passes" the limit
+    monkeypatch.setattr(signature, "_INT32_MAX", 0)  # every offset "passes" the limit
     seen = []
     constexprs = launch_module.kernel_constexprs
 
