@@ -4,6 +4,10 @@
 launch selector of its three kernels (the pytest-coldcompile selector protocol, duck-typed:
 gridpair imports neither pytest nor the plugin), and
 ``gridpair.devices.PROFILES`` the device profiles validation can target without a GPU.
+
+A launch goes down the modules once: ``api`` -> ``inputs`` -> ``eager`` (or ``ops``, traced) ->
+``autograd`` -> ``active`` -> ``selector`` -> ``signature`` -> (a cold decision: ``ladder``,
+``pool``, ``validation``) -> ``launch`` -> ``kernels``; docs/gridpair-internals.md walks it.
 """
 
 import torch

@@ -33,9 +33,9 @@ from torch import Tensor
 from gridpair import autograd, devices, reference
 from gridpair.active import active_selector
 from gridpair.devices import DeviceLimits
-from gridpair.launch import DirectLaunch, ProjectorCache, launch
+from gridpair.launch import DirectLaunch, ProjectorCache, launch, launch_prepared
 from gridpair.selector import LaunchSelector
-from gridpair.signature import rounds_on_load
+from gridpair.tracing import rounds_on_load
 
 
 def autocast_inputs(tensors: Sequence[Tensor]) -> list[Tensor]:
@@ -103,12 +103,12 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
         key, tile, revision = selector.choose_held(op, operands, (to_grid, from_grid), n_frames)
         if layout is not None and key is not None and tile is not None \
                 and rounds_on_load(operands):
-            direct = DirectLaunch(op, key, tile, operands)
+            direct, results = launch_prepared(op, key, tile, operands, to_grid, from_grid)
             if revision is not None:
                 if len(_PREPARED) >= 1024:
                     _PREPARED.clear()
                 _PREPARED[layout] = (weakref.ref(selector), revision, direct)
-            return direct(operands, to_grid, from_grid)
+            return results
     else:  # a selector that chooses or keys otherwise: ask it, launch through the JIT
         key, tile = None, selector.choose(op, operands, (to_grid, from_grid), n_frames)
     if tile is not None:

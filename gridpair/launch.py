@@ -14,8 +14,8 @@ from triton import knobs
 
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
 from gridpair.kernels import KERNELS, OPERANDS, result_dtypes
-from gridpair.signature import LaunchKey, is_plain, needs_wide_offsets, rounds_on_load
-from gridpair.tracing import interpreted, nothing_traces
+from gridpair.signature import LaunchKey, needs_wide_offsets
+from gridpair.tracing import interpreted, is_plain, nothing_traces, rounds_on_load
 
 
 def pad_projector(projector: Tensor) -> Tensor:
@@ -175,6 +175,14 @@ class DirectLaunch:
                 self._kernel[self._grid](*args, **self._constexprs, num_warps=tile.num_warps,
                                          num_stages=tile.num_stages)
         return results
+
+
+def launch_prepared(op: str, key: LaunchKey, tile: Tile, operands: Sequence[Tensor],
+                    to_grid: Tensor, from_grid: Tensor) -> tuple[DirectLaunch, tuple[Tensor, ...]]:
+    """Prepare the ``DirectLaunch`` of this layout and launch it: the prepared launch, for the
+    caller to keep, and the results."""
+    direct = DirectLaunch(op, key, tile, operands)
+    return direct, direct(operands, to_grid, from_grid)
 
 
 def cast_for_launch(operands: Sequence[Tensor], compute: torch.dtype) -> list[Tensor]:

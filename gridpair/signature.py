@@ -12,6 +12,7 @@ from torch import Tensor
 from gridpair.devices import DeviceLimits
 from gridpair.geometry import Geometry
 from gridpair.kernels import OPERANDS
+from gridpair.tracing import is_plain, rounds_on_load
 
 # Triton's JIT specializes an integer argument on its value's class: 1 becomes a constant, a
 # multiple of 16 gets a divisibility attribute, and its type is i32 or i64 by size. Inductor
@@ -53,26 +54,13 @@ class Signature:
         return self.dtypes() if self.rounded_on_load else (self.dtype,) * len(self.aligned)
 
 
-def rounds_on_load(operands: Sequence[Tensor]) -> bool:
-    """Whether a launch hands these operands to the kernel in their own dtypes, to be rounded
-    to the compute dtype as they are loaded (real tensors), rather than cast first (traced
-    ones): ``Signature.rounded_on_load``."""
-    return all(is_plain(x) for x in operands)
-
-
 def mixed_dtypes(dtypes: Sequence[torch.dtype], compute: torch.dtype) -> tuple[torch.dtype, ...]:
     """``Signature.operand_dtypes`` of operands in ``dtypes`` computed in ``compute``."""
     dtypes = tuple(dtypes)
     return () if all(d == compute for d in dtypes) else dtypes
 
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
 _INT32_MAX = 2**31 - 1
-
-
-def is_plain(tensor: Tensor) -> bool:
-    """A tensor with real storage: fake and functional tensors have no data pointer."""
-    return type(tensor) in _PLAIN and not tensor.is_meta
 
 
 def reachable_offset(tensor: Tensor) -> int | None:

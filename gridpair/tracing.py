@@ -1,5 +1,6 @@
-"""Whether a call may take the eager path: real tensors that nothing traces (no compiler,
-tracer, transform or mode that must see the custom ops), on a device the fused kernels run on.
+"""Real or traced: whether a tensor has real storage, whether a launch's operands are rounded
+as they load (real) or cast first (traced), and whether a call may take the eager path - real
+tensors that nothing traces, on a device the fused kernels run on. Asked by every layer.
 """
 
 from collections.abc import Sequence
@@ -9,7 +10,20 @@ from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from gridpair.kernels import KERNELS
-from gridpair.signature import is_plain
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def is_plain(tensor: Tensor) -> bool:
+    """A tensor with real storage: fake and functional tensors have no data pointer."""
+    return type(tensor) in _PLAIN and not tensor.is_meta
+
+
+def rounds_on_load(operands: Sequence[Tensor]) -> bool:
+    """Whether a launch hands these operands to the kernel in their own dtypes, to be rounded
+    to the compute dtype as they are loaded (real tensors), rather than cast first (traced
+    ones): ``signature.Signature.rounded_on_load``."""
+    return all(is_plain(x) for x in operands)
 
 
 def nothing_traces(tensors: Sequence[Tensor], anywhere: bool = False) -> bool:
