@@ -104,14 +104,16 @@ def test_only_the_selectors_own_key_finds_a_resolved_kernel(monkeypatch):
         return (torch.empty(operands[0].shape),)
 
     class RecordingDirectLaunch:
-        def __init__(self, op, key, tile, operands):
-            keys.append(("direct", key))
-
         def __call__(self, operands, to_grid, from_grid):
             return (torch.empty(operands[0].shape),)
 
+    def recording_prepared(op, key, tile, operands, to_grid, from_grid):
+        keys.append(("direct", key))
+        prepared = RecordingDirectLaunch()
+        return prepared, prepared(operands, to_grid, from_grid)
+
     monkeypatch.setattr(eager, "launch", recording_launch)
-    monkeypatch.setattr(eager, "DirectLaunch", RecordingDirectLaunch)
+    monkeypatch.setattr(eager, "launch_prepared", recording_prepared)
     left, right = torch.zeros(2, 4, 1, 16), torch.zeros(2, 4, 1, 16)
     projector = torch.zeros(16, 4)
     for selector in (LaunchSelector(), _CoarseKeySelector()):
