@@ -5,23 +5,20 @@ The custom ops of ``ops.py`` are what tracing sees, and they stay the only path 
 ``torch.compile``, ``make_fx``, fake tensors, functorch transforms, TorchScript tracing and any
 dispatch or function mode (``tracing.nothing_traces``). Eager, their dispatch costs more host time
 than the kernels take on the GPU (custom-op and autograd wrappers, the autocast kernel,
-``wrap_triton``'s mutation wrapper; profiles in docs/evidence/h200/round3/call1 and call4). This
-path asks the same selector - the same key outside autocast, the same cached decision and
-events - once per layout of its operands, and again whenever the selector's decisions change
-(``_PREPARED``); it launches the same compiled kernel from the JIT cache that validation
-filled, found by the JIT on a key's first launch and kept for the next
-(``launch._launch_resolved``); it never compiles anything itself.
+``wrap_triton``'s mutation wrapper; figures in docs/design-gridpair.md). This path asks the same
+selector - the same key outside autocast, the same cached decision and events - once per layout of
+its operands, and again whenever the selector's decisions change (``_PREPARED``); it launches the
+same compiled kernel from the JIT cache that validation filled, found by the JIT on a key's first
+launch and kept for the next (``launch._launch_resolved``); it never compiles anything itself.
 
 Under autocast this path hands float32 coefficients to the kernels as they are: the kernels
 round them to the autocast dtype as they load them (the same dot inputs as a cast before the
 launch) and store each gradient in its operand's float32, so the step has no cast kernels and
-no autograd nodes for them, which eagerly cost more host time than they save on the GPU (P147
-bf16 force step 2.23 -> 1.63 ms, docs/evidence/h200/round7). Traced, the custom ops cast those
-operands first instead, a cast Inductor fuses into the kernel that makes them: the kernels
-then read half the bytes (float32 reads cost the compiled step 0.654 ms against 0.558 ms
-casting first, round 7 calls 1 and 4). The two launches differ in
-``signature.Signature.rounded_on_load``; each is validated before it runs. The autograd chain and
-the autocast rule are ``gridpair.autograd``'s, shared with the ops.
+no autograd nodes for them, which eagerly cost more host time than they save on the GPU.
+Traced, the custom ops cast those operands first instead, a cast Inductor fuses into the kernel
+that makes them, so the kernels read half the bytes (both figures in docs/design-gridpair.md).
+The two launches differ in ``signature.Signature.rounded_on_load``; each is validated before it
+runs. The autograd chain and the autocast rule are ``gridpair.autograd``'s, shared with the ops.
 """
 
 import weakref
@@ -64,10 +61,10 @@ def _cast(projector: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 # The launch prepared for each layout of each op's operands (``launch.DirectLaunch``), with
-# the selector and revision it was chosen under. In the step, the selector's key and the
-# launch's preparation cost more host time than the kernel's own launch (docs/evidence/h200/
-# round8); everything they read from the operands is in the layout, so a repeat call on the
-# same layout asks no more than a dict lookup, while the selector's cached decisions are the
+# the selector and revision it was chosen under: the selector's key and the launch's
+# preparation cost more host time than the kernel's own launch, and everything they read from
+# the operands is in the layout, so a repeat call on the same layout asks no more than a dict
+# lookup, while the selector's cached decisions are the
 # ones it made (``LaunchSelector.revision``).
 _PREPARED: dict[tuple, tuple[weakref.ref, int, DirectLaunch]] = {}
 

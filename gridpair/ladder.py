@@ -11,11 +11,10 @@ from gridpair.geometry import Geometry, Tile, next_power_of_two, slot_cover
 from gridpair.kernels import OPERANDS, RESULTS
 
 # Tile axes, most aggressive first: (row block, grid block, stages); each tile takes the fewest
-# warps that keep its resident values in registers. From the sweeps of shared memory,
-# registers, spills and H200 timings (docs/evidence/): 16-bit tiles up to 64 rows; fp32 tiles
-# of 16 rows (more rows spill catastrophically), first with tf32x3 dots (3-10x faster than
-# IEEE FMA dots and within the fp32 error bound), then with IEEE dots, whose smaller footprint
-# still fits 99 KB devices.
+# warps that keep its resident values in registers. Chosen by sweep (docs/design-gridpair.md):
+# 16-bit tiles up to 64 rows; fp32 tiles of 16 rows (more rows spill), first with tf32x3 dots
+# (faster than IEEE FMA dots and within the fp32 error bound), then with IEEE dots, whose
+# smaller footprint still fits 99 KB devices.
 _BLOCK_ROWS = (64, 32, 16)
 _BLOCK_GRID = (64, 32)
 _STAGES = (3, 2)

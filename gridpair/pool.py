@@ -33,12 +33,9 @@ def default_workers() -> int:
 def compiles_ahead(index: int, workers: int) -> int:
     """Candidates compiled ahead of ladder position ``index``. None before a first rejection:
     the head of a ladder usually fits its device (tuned tiles, or the largest that does), and
-    a compile beyond it would only take a core from the sibling ops' searches. Measured on
-    this 2-core CPU, six P147 searches on profile h200 with an empty Triton cache: serial
-    30 s, two workers compiling ahead from the head 65 s (see benchmarks/bench_selection.py).
-    On the H200 (16 workers) a third of them compiling ahead of each head made the same six
-    searches 7.1 s instead of 4.7 s, and the capped fp32 regression's selection 20.0 s instead
-    of 18.0 s (docs/evidence/h200/round3/call7): the compiles' Python front end shares the GIL.
+    a compile beyond it would only take a core from the sibling ops' searches, whose Python
+    front ends share the GIL with it (slower on a 2-core CPU and on the H200 alike; figures in
+    docs/design-gridpair.md).
     """
     return 0 if index == 0 else workers - 1
 
@@ -109,11 +106,10 @@ class Workers:
     background work; a thread exits when both queues are empty, so an idle selector holds no
     thread, and forks wait until no compile runs (see ``_before_fork``).
 
-    Threads, not processes, measured on this 2-core CPU (profile h200, four P147 bf16
-    fwd/bwd candidates, a fresh Triton cache each): serial 6.6 s, two threads 3.2 s, a fork
-    pool of two 3.3 s. ``triton.compile`` spends its time in MLIR/LLVM passes that release the
-    GIL and in ptxas, a subprocess; threads share the Triton and JIT caches of the process, and
-    on a GPU the kernel's JIT compiles from threads as in Triton's own AsyncCompileMode.
+    Threads, not processes (as fast, docs/design-gridpair.md): ``triton.compile`` spends its time in
+    MLIR/LLVM passes that release the GIL and in ptxas, a subprocess; threads share the Triton and
+    JIT caches of the process, and on a GPU the kernel's JIT compiles from threads as in Triton's
+    own AsyncCompileMode.
     """
 
     def __init__(self, size: int) -> None:

@@ -50,9 +50,8 @@ class Decision:
 
 
 # Worker count from which the sibling ops' ladders start compiling as soon as a key's search
-# starts, beside it, rather than once it is decided. With two threads on two cores the search's
-# own compile would share its core with them (the look-ahead from a ladder's head measured
-# twice as slow there, see ``pool.compiles_ahead``); from three, a core is left for it.
+# starts, beside it, rather than once it is decided: with fewer, the search's own compile would
+# share its core with them (``pool.compiles_ahead``); from three, a core is left for it.
 _EARLY_SIBLINGS_FROM = 3
 
 

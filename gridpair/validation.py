@@ -79,11 +79,11 @@ def _install_early_rejection() -> None:
     """Make the CUDA backend's LLVM IR stage stop a validation compile whose shared memory is
     over the limit being validated (``_rejecting_past``); other compiles are untouched.
 
-    Triton fixes a kernel's shared memory (``metadata["shared"]``, what loading it checks) in
-    that stage; PTX generation and ptxas after it took 55-60% of a P147 candidate's compile
-    (profile h200, this CPU: 0.84 of 1.52 s for the bf16 forward), all of it wasted on a tile
-    that is then refused. Wrapping the stage keeps Triton's cache keys: its supported stage
-    hook (``knobs.runtime.add_stages_inspection_hook``) would add a key to every kernel's JIT
+    Triton fixes a kernel's shared memory (``metadata["shared"]``, what loading it checks) in that
+    stage; PTX generation and ptxas after it are more than half of a candidate's compile
+    (docs/design-gridpair.md), all of it wasted on a tile that is then refused. Wrapping the stage
+    keeps Triton's cache keys: its supported stage hook
+    (``knobs.runtime.add_stages_inspection_hook``) would add a key to every kernel's JIT
     specialization, so a launch made without it would compile the kernel a second time.
     """
     from triton.backends.nvidia.compiler import CUDABackend
