@@ -7,7 +7,9 @@ that decoration does under the variable - ``InterpretedFunction(fn)`` of the sam
 function - for the three kernels gridpair launches (``kernels.KERNELS``) and for every
 ``@triton.jit`` function they call (gridpair's helpers, ``tl.zeros`` and the rest of
 triton.language), and sets the variable for the block so that Triton's runtime behaves as it
-does under the interpreter. Everything is restored afterwards.
+does under the interpreter. Everything is restored afterwards, triton.language included: the
+interpreter patches it for each call and, for calls made inside a kernel, leaves it patched
+(harmless in a process that interprets everything, not in one that compiles too).
 """
 
 import os
@@ -15,8 +17,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+def _language_namespaces() -> list[object]:
+    """What Triton's interpreter patches: triton.language, its core and math, and the tensor,
+    dtype and tensor-descriptor classes."""
+    import triton.language as tl
+
+    return [tl, tl.core, tl.math, tl.tensor, tl.dtype, tl.core.tensor_descriptor_base]
+
+
+@contextmanager
+def _restoring(namespaces: list[object]) -> Iterator[None]:
+    saved = [(space, dict(vars(space))) for space in namespaces]
+    try:
+        yield
+    finally:
+        for space, attributes in saved:
+            for name in [name for name in vars(space) if name not in attributes]:
+                delattr(space, name)
+            for name, value in attributes.items():
+                if vars(space).get(name, value) is not value:
+                    setattr(space, name, value)
+
+
 @contextmanager
 def interpreted_kernels() -> Iterator[None]:
+    from triton.runtime import interpreter
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
@@ -34,8 +59,19 @@ def interpreted_kernels() -> Iterator[None]:
         return interpreted[id(jit)][1]
 
     def call_interpreted(self: JITFunction, *args: object, **kwargs: object) -> object:
-        # A @triton.jit function called from an interpreted kernel runs interpreted too.
-        return as_interpreted(self)(*args, **kwargs)
+        # A @triton.jit function called from an interpreted kernel runs interpreted too, as
+        # InterpretedFunction.__call__ runs it, but undoing its patches when it returns.
+        function = as_interpreted(self)
+        rewrite = getattr(function, "rewrite", None)
+        if rewrite is None:  # another Triton: its own call (the block's end restores)
+            return function(*args, **kwargs)
+        scope = interpreter._patch_lang(function.fn)
+        try:
+            return rewrite()(*args, **kwargs)
+        except Exception as error:
+            raise interpreter.InterpreterError(repr(error)) from error
+        finally:
+            scope.restore()
 
     table = dict(kernels.KERNELS)
     saved_env = os.environ.get("TRITON_INTERPRET")
@@ -44,7 +80,8 @@ def interpreted_kernels() -> Iterator[None]:
     JITFunction.__call__ = call_interpreted
     try:
         kernels.KERNELS.update({op: as_interpreted(jit) for op, jit in table.items()})
-        yield
+        with _restoring(_language_namespaces()):
+            yield
     finally:
         kernels.KERNELS.update(table)
         JITFunction.__call__ = saved_call

@@ -245,17 +245,20 @@ def test_a_tuned_tiles_file_comes_before_the_table(profile, monkeypatch, tmp_pat
     path = tmp_path / "tiles.json"
     path.write_text(json.dumps([_tuned_entry()]))
     monkeypatch.setenv(tuned.TUNED_TILES_ENV, str(path))
+    # A built-in table of known content, so the order is checked against literals.
+    shape = tuple(P147.values())
+    table_fwd, table_bwd = Tile(64, 64, 3, 4), Tile(16, 16, 1, 4)
+    monkeypatch.setattr(tuned, "TUNED", {("NVIDIA H200", "fwd", torch.bfloat16, shape): (
+        table_fwd,), ("NVIDIA H200", "bwd", torch.bfloat16, shape): (table_bwd,)})
     preferred = Tile(32, 16, 2, 4)
-    built_in = tuned.TUNED[("NVIDIA H200", "fwd", torch.bfloat16, tuple(P147.values()))]
     assert tuned.lookup("NVIDIA H200", "fwd", torch.bfloat16, Geometry(**P147)) == (
-        preferred, *built_in)
+        preferred, table_fwd)
     selector = LaunchSelector()
     recorder = Recorder(selector)
     assert selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16)) == preferred
     assert [p.config for p in recorder.kinds("probe")] == [preferred.as_dict()]
     # Other ops, dtypes and devices are untouched by the file.
-    assert tuned.lookup("NVIDIA H200", "bwd", torch.bfloat16, Geometry(**P147)) == tuned.TUNED[
-        ("NVIDIA H200", "bwd", torch.bfloat16, tuple(P147.values()))]
+    assert tuned.lookup("NVIDIA H200", "bwd", torch.bfloat16, Geometry(**P147)) == (table_bwd,)
     assert tuned.lookup("NVIDIA H100", "fwd", torch.bfloat16, Geometry(**P147)) == ()
 
 

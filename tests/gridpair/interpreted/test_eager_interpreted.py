@@ -8,7 +8,6 @@ GRIDPAIR_DEVICE gives CPU operands a device to validate for.
 """
 
 import dataclasses
-import os
 
 import pytest
 import torch
@@ -21,8 +20,6 @@ from gridpair.selector import LaunchSelector
 from gridpair.tracing import nothing_traces
 from gridpair.validation import Compiled
 from numerics import assert_within_reference_error, draw, force_quantities, reference_quantities
-
-assert os.environ.get("TRITON_INTERPRET") == "1", "run through test_interpreter.py"
 
 SMALL = Tile(16, 16, 1, 4)
 

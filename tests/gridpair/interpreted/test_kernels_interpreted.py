@@ -1,11 +1,10 @@
 """The Triton kernels themselves, run on the CPU by Triton's interpreter (TRITON_INTERPRET=1),
-against float64 evaluations of the reference. Started by ../test_interpreter.py.
+against float64 evaluations of the reference, in this process (``interpreted_kernels``).
 
 bfloat16 is left out: the interpreter multiplies bfloat16 dot operands as raw bit patterns
 (triton-lang/triton#11584); float16 exercises the same 16-bit code path.
 """
 
-import os
 
 import pytest
 import torch
@@ -14,8 +13,6 @@ from gridpair import reference
 from gridpair.geometry import Tile
 from gridpair.launch import launch
 from numerics import draw, relative_error
-
-assert os.environ.get("TRITON_INTERPRET") == "1", "run through test_interpreter.py"
 
 OPERAND_NAMES = {
     "fwd": ("left", "right"),
