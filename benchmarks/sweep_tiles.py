@@ -55,7 +55,7 @@ def _jobs(shapes, dtypes):
     import torch
 
     from gridpair.geometry import Geometry, Tile
-    from gridpair.selector import generated_candidates
+    from gridpair.ladder import generated_candidates
 
     jobs = []
     for shape in shapes:
@@ -82,7 +82,8 @@ def _compile(job):
     from triton.backends.compiler import GPUTarget
 
     from gridpair.geometry import Geometry
-    from gridpair.probe import _ast_source, contiguous_signature
+    from gridpair.signature import contiguous_signature
+    from gridpair.validation import _ast_source
 
     shape, label, op, tile = job
     signature = contiguous_signature(op, Geometry(*SHAPES[shape]), getattr(torch, DTYPES[label]),
@@ -95,7 +96,7 @@ def _compile(job):
                                            "num_stages": tile.num_stages})
     except Exception as error:  # recorded, not fatal: the sweep reports it
         return job, {"error": repr(error)[:300]}
-    from gridpair.probe import cubin_registers
+    from gridpair.cubin import cubin_registers
 
     return job, {"shared": compiled.metadata.shared, "registers": cubin_registers(compiled.kernel),
                  "compile_s": round(time.perf_counter() - start, 2)}

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 import torch
 
 from gridpair import devices
+from gridpair.active import SELECTOR
 from gridpair.devices import DeviceLimits
 from gridpair.geometry import Geometry
-from gridpair.probe import contiguous_signature
-from gridpair.selector import SELECTOR, Decision, LaunchKey
+from gridpair.selector import Decision
+from gridpair.signature import LaunchKey, contiguous_signature
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -69,9 +70,8 @@ def explain(op: str, dtype: torch.dtype, shape: Sequence[int], frames: int, grid
     cached = next((d for d in SELECTOR.cached() if d.key == key), None)
     if cached is not None and not probe_all:
         return cached, True
-    # The selector's own search compiles ahead on its worker threads (it replaced a pool of
-    # forked processes here: measured on the 2-core CPU, the production fp32 bwd2 on the 99 KiB
-    # profile - see the README's figures); no other op is asked for, so none is validated ahead.
+    # The selector's own search, compiling ahead on its worker threads as every search does; no
+    # other op is asked for, so none is validated ahead.
     return SELECTOR.decide(key, limits, probe_all=probe_all, siblings=False), False
 
 

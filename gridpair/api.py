@@ -7,7 +7,7 @@ from torch import Tensor
 from gridpair import ops  # noqa: F401  (registers torch.ops.gridpair.*)
 from gridpair.eager import grid_pair_eager
 from gridpair.inputs import check_constant_projectors, check_operands
-from gridpair.launch import nothing_traces
+from gridpair.tracing import nothing_traces
 
 
 def grid_pair(

@@ -3,26 +3,22 @@ kernels through Triton's JIT, for calls on real tensors that nothing traces.
 
 The custom ops of ``ops.py`` are what tracing sees, and they stay the only path under
 ``torch.compile``, ``make_fx``, fake tensors, functorch transforms, TorchScript tracing and any
-dispatch or function mode (``launch.nothing_traces``). Eager, their dispatch costs more host time
+dispatch or function mode (``tracing.nothing_traces``). Eager, their dispatch costs more host time
 than the kernels take on the GPU (custom-op and autograd wrappers, the autocast kernel,
-``wrap_triton``'s mutation wrapper; profiles in docs/evidence/h200/round3/call1 and call4). This
-path asks the same selector - the same key outside autocast, the same cached decision and
-events - once per layout of its operands, and again whenever the selector's decisions change
-(``_PREPARED``); it launches the same compiled kernel from the JIT cache that validation
-filled, found by the JIT on a key's first launch and kept for the next
-(``launch._launch_resolved``); it never compiles anything itself. Autograd wiring mirrors
-``ops.py``: fwd -> bwd -> bwd2 (bwd again where the cotangent needs no gradient), then the
-reference composition for any higher order.
+``wrap_triton``'s mutation wrapper; figures in docs/design-gridpair.md). This path asks the same
+selector - the same key outside autocast, the same cached decision and events - once per layout of
+its operands, and again whenever the selector's decisions change (``_PREPARED``); it launches the
+same compiled kernel from the JIT cache that validation filled, found by the JIT on a key's first
+launch and kept for the next (``launch._launch_resolved``); it never compiles anything itself.
 
 Under autocast this path hands float32 coefficients to the kernels as they are: the kernels
 round them to the autocast dtype as they load them (the same dot inputs as a cast before the
 launch) and store each gradient in its operand's float32, so the step has no cast kernels and
-no autograd nodes for them, which eagerly cost more host time than they save on the GPU (P147
-bf16 force step 2.23 -> 1.63 ms, docs/evidence/h200/round7). Traced, the custom ops cast those
-operands first instead, a cast Inductor fuses into the kernel that makes them: the kernels
-then read half the bytes (float32 reads cost the compiled step 0.654 ms against 0.558 ms
-casting first, round 7 calls 1 and 4). The two launches differ in
-``probe.Signature.rounded_on_load``; each is validated before it runs.
+no autograd nodes for them, which eagerly cost more host time than they save on the GPU.
+Traced, the custom ops cast those operands first instead, a cast Inductor fuses into the kernel
+that makes them, so the kernels read half the bytes (both figures in docs/design-gridpair.md).
+The two launches differ in ``signature.Signature.rounded_on_load``; each is validated before it
+runs. The autograd chain and the autocast rule are ``gridpair.autograd``'s, shared with the ops.
 """
 
 import weakref
@@ -31,29 +27,24 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from gridpair import devices, reference
+from gridpair import autograd, devices, reference
+from gridpair.active import active_selector
 from gridpair.devices import DeviceLimits
-from gridpair.launch import DirectLaunch, ProjectorCache, launch
-from gridpair.ops import autocast_eligible
-from gridpair.probe import rounds_on_load
-from gridpair.selector import LaunchSelector, active_selector
+from gridpair.launch import DirectLaunch, ProjectorCache, launch, launch_prepared
+from gridpair.selector import LaunchSelector
+from gridpair.tracing import rounds_on_load
 
 
 def autocast_inputs(tensors: Sequence[Tensor]) -> list[Tensor]:
-    """(left, right, to_grid, from_grid) as the ops' autocast kernel passes them on: under
-    autocast on their device, the ``autocast_eligible`` projectors and the eligible operands
-    that are not float32 in the autocast dtype (float32 operands are rounded as the kernels
-    load them). The constant projectors' casts are kept (``ProjectorCache``), as autocast keeps
-    its weights' casts."""
+    """(left, right, to_grid, from_grid) as the ops' autocast kernel passes them on
+    (``autograd.autocast_arguments``), under autocast on their device. The constant projectors'
+    casts are kept (``ProjectorCache``), as autocast keeps its weights' casts."""
     device_type = tensors[0].device.type
     if not torch.is_autocast_enabled(device_type):
         return list(tensors)
-    dtype = torch.get_autocast_dtype(device_type)
-    left, right, *projectors = tensors
-    mixed = all(autocast_eligible(p, device_type) for p in projectors)
-    return [*(t.to(dtype) if autocast_eligible(t, device_type)
-              and not (mixed and t.dtype == torch.float32) else t for t in (left, right)),
-            *(_cast(p, dtype) if autocast_eligible(p, device_type) else p for p in projectors)]
+    operands, projectors, _ = autograd.autocast_arguments(tensors[:2], tensors[2:], device_type,
+                                                          _cast)
+    return [*operands, *projectors]  # type: ignore[list-item]
 
 
 _CASTS: dict[torch.dtype, ProjectorCache] = {}
@@ -70,10 +61,10 @@ def _cast(projector: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 # The launch prepared for each layout of each op's operands (``launch.DirectLaunch``), with
-# the selector and revision it was chosen under. In the step, the selector's key and the
-# launch's preparation cost more host time than the kernel's own launch (docs/evidence/h200/
-# round8); everything they read from the operands is in the layout, so a repeat call on the
-# same layout asks no more than a dict lookup, while the selector's cached decisions are the
+# the selector and revision it was chosen under: the selector's key and the launch's
+# preparation cost more host time than the kernel's own launch, and everything they read from
+# the operands is in the layout, so a repeat call on the same layout asks no more than a dict
+# lookup, while the selector's cached decisions are the
 # ones it made (``LaunchSelector.revision``).
 _PREPARED: dict[tuple, tuple[weakref.ref, int, DirectLaunch]] = {}
 
@@ -106,19 +97,15 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
                 if selector.listened:  # they hear of every choice, cached ones too
                     selector.choose_keyed(op, operands, (to_grid, from_grid), n_frames)
                 return prepared[2](operands, to_grid, from_grid)
-        key, tile = selector.choose_keyed(op, operands, (to_grid, from_grid), n_frames)
+        key, tile, revision = selector.choose_held(op, operands, (to_grid, from_grid), n_frames)
         if layout is not None and key is not None and tile is not None \
                 and rounds_on_load(operands):
-            direct = DirectLaunch(op, key, tile, operands)
-            # The revision under which the decision is held: read before looking it up, so a
-            # reset or a new decision after the lookup makes this launch stale.
-            revision = selector.revision
-            if any(decision.key == key and decision.admitted is not None
-                   and decision.admitted.tile == tile for decision in selector.cached()):
+            direct, results = launch_prepared(op, key, tile, operands, to_grid, from_grid)
+            if revision is not None:
                 if len(_PREPARED) >= 1024:
                     _PREPARED.clear()
                 _PREPARED[layout] = (weakref.ref(selector), revision, direct)
-            return direct(operands, to_grid, from_grid)
+            return results
     else:  # a selector that chooses or keys otherwise: ask it, launch through the JIT
         key, tile = None, selector.choose(op, operands, (to_grid, from_grid), n_frames)
     if tile is not None:
@@ -130,57 +117,54 @@ def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Te
 class _Forward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, left, right, to_grid, from_grid, n_frames, selector):
-        ctx.save_for_backward(left, right, to_grid, from_grid)
-        ctx.n_frames, ctx.selector = n_frames, selector
+        autograd.save(ctx, (left, right, to_grid, from_grid), n_frames, selector, None)
         (out,) = _compute("fwd", (left, right), to_grid, from_grid, n_frames, selector)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        left, right, to_grid, from_grid = ctx.saved_tensors
-        grad_left, grad_right = _Backward.apply(grad_out, left, right, to_grid, from_grid,
-                                                ctx.n_frames, ctx.selector)
-        return grad_left, grad_right, None, None, None, None
+        return autograd.fwd_backward(_STEPS, ctx, grad_out)
 
 
 class _Backward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, grad_out, left, right, to_grid, from_grid, n_frames, selector):
-        ctx.save_for_backward(grad_out, left, right, to_grid, from_grid)
-        ctx.n_frames, ctx.selector = n_frames, selector
+        autograd.save(ctx, (grad_out, left, right, to_grid, from_grid), n_frames, selector, None)
         return _compute("bwd", (grad_out, left, right), to_grid, from_grid, n_frames, selector)
 
     @staticmethod
     def backward(ctx, grad_grad_left, grad_grad_right):
-        grad_out, left, right, to_grid, from_grid = ctx.saved_tensors
-        n_frames, selector = ctx.n_frames, ctx.selector
-        if not ctx.needs_input_grad[0]:
-            # As ops._bwd_backward: with a constant cotangent, g2_l and g2_r are the first
-            # backward of (go, h_l, h_r).
-            g2_left, g2_right = _Backward.apply(grad_out, grad_grad_left, grad_grad_right,
-                                                to_grid, from_grid, n_frames, selector)
-            return None, g2_left, g2_right, None, None, None, None
-        ggo, g2_left, g2_right = _SecondBackward.apply(
-            grad_out, left, right, grad_grad_left, grad_grad_right, to_grid, from_grid,
-            n_frames, selector)
-        return ggo, g2_left, g2_right, None, None, None, None
+        return autograd.bwd_backward(_STEPS, ctx, grad_grad_left, grad_grad_right)
 
 
 class _SecondBackward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
                 from_grid, n_frames, selector):
-        ctx.save_for_backward(grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
-                              from_grid)
-        ctx.n_frames = n_frames
+        autograd.save(ctx, (grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
+                            from_grid), n_frames, selector, None)
         return _compute("bwd2", (grad_out, left, right, grad_grad_left, grad_grad_right),
                         to_grid, from_grid, n_frames, selector)
 
     @staticmethod
     def backward(ctx, *grads):
-        *tensors, to_grid, from_grid = ctx.saved_tensors
-        return (*reference.bwd2_vjp(tensors, to_grid, from_grid, ctx.n_frames, grads),
-                None, None, None, None)
+        return autograd.bwd2_backward(ctx, *grads)
+
+
+class _EagerSteps:
+    """The chain's steps as the autograd.Functions above: direct launches, no dispatcher."""
+
+    def bwd(self, ctx, grad_out, left, right, to_grid, from_grid):
+        return _Backward.apply(grad_out, left, right, to_grid, from_grid, ctx.n_frames,
+                               ctx.selector)
+
+    def bwd2(self, ctx, grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
+             from_grid):
+        return _SecondBackward.apply(grad_out, left, right, grad_grad_left, grad_grad_right,
+                                     to_grid, from_grid, ctx.n_frames, ctx.selector)
+
+
+_STEPS = _EagerSteps()
 
 
 def grid_pair_eager(left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tensor,

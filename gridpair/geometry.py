@@ -1,9 +1,9 @@
 """The shared vocabulary of the grid-pair kernels: launch geometry, tiles, the slot cover, and
 the one builder of a launch's arguments and constexprs.
 
-``kernel_arguments`` and ``kernel_constexprs`` are the single source of a launch's specialization:
-probing builds its validation compile from them with dtype placeholders, ``launch`` builds the
-real launch from them, so both compile the same kernel.
+``kernel_arguments`` and ``kernel_constexprs`` are the single source of a launch's
+specialization: ``validation`` builds its compile from them with dtype placeholders, ``launch``
+builds the real launch from them, so both compile the same kernel.
 """
 
 import functools
@@ -96,7 +96,7 @@ def dot_precision(tile: Tile, dtype: torch.dtype) -> str:
 def kernel_constexprs(geometry: Geometry, tile: Tile, dtype: torch.dtype,
                       wide: bool = False) -> dict[str, object]:
     """Compile-time parameters of every grid-pair kernel for this geometry and tile; ``wide``:
-    some offset the launch reaches passes 2^31 (``probe.signature_of``)."""
+    some offset the launch reaches passes 2^31 (``signature.signature_of``)."""
     slots_main, slots_tail = slot_cover(geometry.slots)
     return {
         "FOCUS": geometry.focus,

@@ -11,9 +11,11 @@ device only, and a CPU tensor is not validated at all (it runs the reference).
 
 import os
 
-from pytest_coldcompile.protocol import SMEM_LIMIT_ENV
-
 DEVICE_ENV = "GRIDPAIR_DEVICE"
+
+SMEM_LIMIT_ENV = "PYTEST_COLDCOMPILE_SMEM_LIMIT"
+"""The name is fixed by the pytest-coldcompile selector protocol (its ``protocol.SMEM_LIMIT_ENV``):
+the plugin sets it while a cap is active. gridpair spells it out rather than import the plugin."""
 
 __all__ = ["DEVICE_ENV", "SMEM_LIMIT_ENV", "emulated_profile", "shared_memory_cap", "state"]
 

@@ -12,7 +12,7 @@ The slot axis (d, k) is covered by a power-of-two main block plus a power-of-two
 (147 slots: 128 + 32 instead of 256). The launchers hand the kernels projectors zero-padded to
 that cover, so projector tiles need no slot masks and their rows are 16-byte aligned. Row counts
 and operand strides are launch scalars (``LAUNCH_SCALARS``) that Triton specializes by class
-only (1, a multiple of 16, 32 or 64 bits; ``probe.scalar_class``), as Inductor does when it
+only (1, a multiple of 16, 32 or 64 bits; ``signature.scalar_class``), as Inductor does when it
 compiles these kernels: one compiled kernel serves every batch size of a class, and the kernel
 validated with placeholders of those classes is the kernel that runs, eager or compiled.
 
@@ -96,7 +96,7 @@ def _load_rows(
                    + (rows % CHANNELS) * stride_c)[:, None]
     row_ok = (rows < n_rows)[:, None]
     if WIDE:
-        # tl.cast, not .to: a unit stride arrives as the constant 1 (probe.scalar_class).
+        # tl.cast, not .to: a unit stride arrives as the constant 1 (signature.scalar_class).
         frame_stride = CHANNELS * tl.cast(stride_c, tl.int64)
     else:
         frame_stride = CHANNELS * stride_c

@@ -6,20 +6,16 @@ Either way the kernel is found in the JIT cache the selector's validation filled
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 from torch.library import wrap_triton
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 from triton import knobs
 
 from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
 from gridpair.kernels import KERNELS, OPERANDS, result_dtypes
-from gridpair.probe import is_plain, needs_wide_offsets, rounds_on_load
-
-if TYPE_CHECKING:
-    from gridpair.selector import LaunchKey
+from gridpair.signature import LaunchKey, needs_wide_offsets
+from gridpair.tracing import interpreted, is_plain, nothing_traces, rounds_on_load
 
 
 def pad_projector(projector: Tensor) -> Tensor:
@@ -67,21 +63,6 @@ def padded_projector(projector: Tensor) -> Tensor:
     return _reused_padding(projector)
 
 
-def nothing_traces(tensors: Sequence[Tensor], anywhere: bool = False) -> bool:
-    """Whether a call on ``tensors`` may take the eager path: real tensors on a device the
-    kernels run on (on any device with ``anywhere``), and no compiler, tracer, transform or
-    mode that must see the custom ops."""
-    if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
-        return False
-    if _get_current_dispatch_mode() is not None or torch._C._is_torch_function_mode_enabled():
-        return False
-    if torch._C._functorch.peek_interpreter_stack() is not None:
-        return False
-    if not all(is_plain(t) for t in tensors):
-        return False
-    return anywhere or kernels_run_on(tensors[0].device)
-
-
 def _reused_padding(projector: Tensor) -> Tensor:
     # ``padded_projector`` for a direct launch, whose caller has checked that nothing traces.
     return pad_projector(projector) if projector.is_inference() else _padded(projector)
@@ -94,14 +75,14 @@ def launch_grid(n_rows: int, tile: Tile) -> tuple[int]:
 
 def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
            n_frames: int, tile: Tile, *, direct: bool = False,
-           key: "LaunchKey | None" = None) -> tuple[Tensor, ...]:
+           key: LaunchKey | None = None) -> tuple[Tensor, ...]:
     """Run kernel ``op`` ("fwd", "bwd", "bwd2") with ``tile``; return its fresh results.
 
     Operands are (N, D, F, K*C) in any strides, projectors (G, D*K) in the compute dtype.
     Operands in another dtype (float32 under autocast) reach the kernel as they are, rounded as
     they are loaded, when they are real tensors; traced ones are cast to fresh contiguous
     tensors first, a cast the compiler fuses into the kernel that makes them
-    (``probe.Signature.rounded_on_load``). Results are contiguous, each in its dtype
+    (``signature.Signature.rounded_on_load``). Results are contiguous, each in its dtype
     (``kernels.RESULT_DTYPE_FROM``: a gradient in its operand's, the forward's output in the
     compute dtype), stored by the kernel. ``direct``: nothing traces this call (the eager path),
     so the JIT runs the kernel itself and padded projectors are reused; otherwise
@@ -163,7 +144,7 @@ class DirectLaunch:
         "tile",
     )
 
-    def __init__(self, op: str, key: "LaunchKey", tile: Tile, operands: Sequence[Tensor]) -> None:
+    def __init__(self, op: str, key: LaunchKey, tile: Tile, operands: Sequence[Tensor]) -> None:
         first = operands[0]
         geometry = key.geometry
         self.op, self.key, self.tile = op, key, tile
@@ -196,9 +177,17 @@ class DirectLaunch:
         return results
 
 
+def launch_prepared(op: str, key: LaunchKey, tile: Tile, operands: Sequence[Tensor],
+                    to_grid: Tensor, from_grid: Tensor) -> tuple[DirectLaunch, tuple[Tensor, ...]]:
+    """Prepare the ``DirectLaunch`` of this layout and launch it: the prepared launch, for the
+    caller to keep, and the results."""
+    direct = DirectLaunch(op, key, tile, operands)
+    return direct, direct(operands, to_grid, from_grid)
+
+
 def cast_for_launch(operands: Sequence[Tensor], compute: torch.dtype) -> list[Tensor]:
     """Traced operands as a launch hands them to the kernel: those in another dtype cast to
-    ``compute`` as fresh contiguous tensors (the layout ``probe.signature_of`` specializes)."""
+    ``compute`` as fresh contiguous tensors (the layout ``signature.signature_of`` specializes)."""
     return [x if x.dtype == compute else x.to(compute, memory_format=torch.contiguous_format)
             for x in operands]
 
@@ -238,15 +227,3 @@ def _on_device_of(tensor: Tensor) -> AbstractContextManager:
     if tensor.is_cuda and is_plain(tensor) and tensor.get_device() != torch.cuda.current_device():
         return torch.cuda.device(tensor.device)
     return nullcontext()
-
-
-def interpreted() -> bool:
-    """Under TRITON_INTERPRET=1 kernels are interpreter functions (which wrap_triton refuses)
-    that run on CPU tensors."""
-    return type(KERNELS["fwd"]).__name__ == "InterpretedFunction"
-
-
-def kernels_run_on(device: torch.device) -> bool:
-    """Whether the fused kernels can run on ``device``: CUDA, or the CPU under Triton's
-    interpreter."""
-    return device.type == "cuda" or (device.type == "cpu" and interpreted())

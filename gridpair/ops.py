@@ -1,5 +1,6 @@
-"""Custom ops ``torch.ops.gridpair.grid_pair_{fwd,bwd,bwd2}``: the autograd chain, autocast rule
-and dispatch between fused kernels and the reference composition.
+"""Custom ops ``torch.ops.gridpair.grid_pair_{fwd,bwd,bwd2}``: their registration, the chain and
+autocast rule of ``gridpair.autograd`` with each step a custom op, and the choice between the
+fused kernels and the reference composition.
 
 Each op is a ``triton_op`` whose body is also its fake implementation: it asks the selector for
 a tile (which compiles and validates before anything is traced) and then either launches the
@@ -17,11 +18,11 @@ import torch._library.triton
 from torch import Tensor
 from torch.library import triton_op
 
-from gridpair import reference
+from gridpair import autograd, reference
+from gridpair.active import active_selector, using_selector
 from gridpair.inputs import check_constant_projectors, check_inputs
 from gridpair.kernels import KERNELS, OPERANDS
 from gridpair.launch import launch
-from gridpair.selector import active_selector, using_selector
 
 
 def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
@@ -105,93 +106,57 @@ def grid_pair_bwd2(grad_out: Tensor, left: Tensor, right: Tensor, grad_grad_left
     return ggo, g2_left, g2_right
 
 
-# -- autograd: fwd -> bwd -> bwd2 (bwd again where the cotangent needs no gradient), then the
-# reference for any higher order -------------------------------------------------------------
+# -- autograd: the chain of gridpair.autograd, each step a custom op ---------------------------
+class _OpSteps:
+    """The chain's steps as custom ops, under the forward's selector."""
+
+    def bwd(self, ctx, grad_out, left, right, to_grid, from_grid):
+        with using_selector(ctx.selector):
+            return torch.ops.gridpair.grid_pair_bwd(grad_out, left, right, to_grid, from_grid,
+                                                    ctx.n_frames, ctx.compute_dtype)
+
+    def bwd2(self, ctx, grad_out, left, right, grad_grad_left, grad_grad_right, to_grid,
+             from_grid):
+        with using_selector(ctx.selector):
+            return torch.ops.gridpair.grid_pair_bwd2(grad_out, left, right, grad_grad_left,
+                                                     grad_grad_right, to_grid, from_grid,
+                                                     ctx.n_frames, ctx.compute_dtype)
+
+
+_STEPS = _OpSteps()
+
+
 def _save(ctx, inputs, output) -> None:
     *tensors, n_frames, compute_dtype = inputs
-    ctx.save_for_backward(*tensors)
-    ctx.n_frames, ctx.compute_dtype = n_frames, compute_dtype
-    # The backward runs where autograd runs it - on CUDA, in the engine's device thread, which
-    # does not see this thread's using_selector context - so it takes the forward's selector.
-    ctx.selector = active_selector()
+    autograd.save(ctx, tensors, n_frames, active_selector(), compute_dtype)
 
 
-def _with_forward_selector(backward):
-    """Run ``backward`` with the selector that was active when its forward ran."""
-
-    @functools.wraps(backward)
-    def run(ctx, *grads):
-        with using_selector(ctx.selector):
-            return backward(ctx, *grads)
-
-    return run
+grid_pair_fwd.register_autograd(functools.partial(autograd.fwd_backward, _STEPS),
+                                setup_context=_save)
+grid_pair_bwd.register_autograd(functools.partial(autograd.bwd_backward, _STEPS),
+                                setup_context=_save)
+grid_pair_bwd2.register_autograd(autograd.bwd2_backward, setup_context=_save)
 
 
-@_with_forward_selector
-def _fwd_backward(ctx, grad_out):
-    left, right, to_grid, from_grid = ctx.saved_tensors
-    grad_left, grad_right = torch.ops.gridpair.grid_pair_bwd(
-        grad_out, left, right, to_grid, from_grid, ctx.n_frames, ctx.compute_dtype)
-    return grad_left, grad_right, None, None, None, None
-
-
-@_with_forward_selector
-def _bwd_backward(ctx, grad_grad_left, grad_grad_right):
-    grad_out, left, right, to_grid, from_grid = ctx.saved_tensors
-    if not ctx.needs_input_grad[0]:
-        # Nothing asks for the cotangent's gradient (an energy with fixed weights): the other
-        # two outputs of the second backward are the first backward of (go, h_l, h_r),
-        # g2_l = T^T[(F go)(T h_r)] and g2_r = T^T[(F go)(T h_l)] - five grid products instead
-        # of eight, as autograd would prune the reference composition.
-        g2_left, g2_right = torch.ops.gridpair.grid_pair_bwd(
-            grad_out, grad_grad_left, grad_grad_right, to_grid, from_grid, ctx.n_frames,
-            ctx.compute_dtype)
-        return None, g2_left, g2_right, None, None, None, None
-    ggo, g2_left, g2_right = torch.ops.gridpair.grid_pair_bwd2(
-        grad_out, left, right, grad_grad_left, grad_grad_right, to_grid, from_grid,
-        ctx.n_frames, ctx.compute_dtype)
-    return ggo, g2_left, g2_right, None, None, None, None
-
-
-def _bwd2_backward(ctx, *grads):
-    """Third order: differentiate the reference second backward (no fused kernel for it)."""
-    *tensors, to_grid, from_grid = ctx.saved_tensors
-    return (*reference.bwd2_vjp(tensors, to_grid, from_grid, ctx.n_frames, grads), None, None,
-            None, None)
-
-
-grid_pair_fwd.register_autograd(_fwd_backward, setup_context=_save)
-grid_pair_bwd.register_autograd(_bwd_backward, setup_context=_save)
-grid_pair_bwd2.register_autograd(_bwd2_backward, setup_context=_save)
-
-
-# -- autocast: the kernels compute in the autocast dtype with fp32 accumulation ----------------
+# -- autocast: the rule of gridpair.autograd, registered for the ops --------------------------
 def _register_autocast(op, device_type: str) -> None:
-    """Under autocast, run the op in the autocast dtype with autocast off: the projectors (when
-    torch's rule casts them) are cast and become the ``compute_dtype``, float32 operands stay
-    float32 for the kernels to round as they load them, and other eligible operands are cast.
-    Without castable projectors every eligible input is cast and ``compute_dtype`` is left as
-    given. (``torch.library.register_autocast`` fixes one dtype; this follows whatever dtype
-    the autocast region asks for.) The CPU rule keeps graphs alike on every device."""
+    """Under autocast, run the op with ``autograd.autocast_arguments`` and autocast off. The CPU
+    rule keeps graphs alike on every device."""
     key_name = "Autocast" + torch._C._dispatch_key_for_device(device_type)
     key = getattr(torch._C.DispatchKey, key_name)
     names = [argument.name for argument in op._schema.arguments]
     n_operands = names.index("to_grid")
 
     def autocast_kernel(*args, **kwargs):
-        dtype = torch.get_autocast_dtype(device_type)
         values = {**dict(zip(names, args)), **kwargs}
         values.setdefault("compute_dtype", None)
-        mixed = all(autocast_eligible(values[name], device_type)
-                    for name in ("to_grid", "from_grid"))
-        for index, name in enumerate(names):
-            value = values.get(name)
-            if not autocast_eligible(value, device_type):
-                continue
-            if not (mixed and index < n_operands and value.dtype == torch.float32):
-                values[name] = value.to(dtype)
-        if mixed:
-            values["compute_dtype"] = dtype
+        operands, projectors, compute_dtype = autograd.autocast_arguments(
+            [values[name] for name in names[:n_operands]],
+            [values["to_grid"], values["from_grid"]], device_type)
+        values.update(zip(names, operands))
+        values["to_grid"], values["from_grid"] = projectors
+        if compute_dtype is not None:
+            values["compute_dtype"] = compute_dtype
         with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
             return op(*(values[name] for name in names if name in values))
 
@@ -200,13 +165,6 @@ def _register_autocast(op, device_type: str) -> None:
     _LIBRARY.impl(op._schema.name.split("::")[1],
                   lambda _keyset, *args, **kwargs: autocast_kernel(*args, **kwargs),
                   key_name, with_keyset=True)
-
-
-def autocast_eligible(value: object, device_type: str) -> bool:
-    """torch's own rule (``cached_cast`` in aten/src/ATen/autocast_mode.h): a floating tensor
-    on the autocast device, and never float64."""
-    return (isinstance(value, Tensor) and value.is_floating_point()
-            and value.dtype != torch.float64 and value.device.type == device_type)
 
 
 _LIBRARY = torch.library.Library("gridpair", "FRAGMENT")

@@ -24,7 +24,8 @@ from triton import knobs
 
 from gridpair import devices
 from gridpair.geometry import Geometry, Tile
-from gridpair.probe import compile_candidate, contiguous_signature
+from gridpair.signature import contiguous_signature
+from gridpair.validation import compile_candidate
 
 P147 = Geometry(49, 2, 3, 96, 584)
 SHIPPED = [("fwd", torch.bfloat16, Tile(128, 64, 3, 8)),

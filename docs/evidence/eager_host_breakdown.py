@@ -29,10 +29,10 @@ from bench_gridpair import SHAPES, inputs, make_pass  # noqa: E402
 from profile_eager import StandIn, autocast_run, step_times  # noqa: E402
 
 import gridpair  # noqa: E402
-from gridpair import eager, launch, probe  # noqa: E402
+from gridpair import eager, launch, signature  # noqa: E402
+from gridpair.active import active_selector  # noqa: E402
 from gridpair.geometry import Geometry, kernel_arguments, kernel_constexprs  # noqa: E402
 from gridpair.kernels import KERNELS  # noqa: E402
-from gridpair.selector import active_selector  # noqa: E402
 
 
 def stand_in(left, right, to_grid, from_grid, n_frames):
@@ -110,7 +110,7 @@ def parts(args) -> None:
     results["selector.choose_keyed (cached)"] = per_call_us(
         lambda: selector.choose_keyed("fwd", operands, projectors, frames))
     results["  probe.signature_of"] = per_call_us(
-        lambda: probe.signature_of(operands, key.geometry))
+        lambda: signature.signature_of(operands, key.geometry))
     results["launch, resolved kernel (key)"] = per_call_us(
         lambda: launch.launch("fwd", operands, to_grid, from_grid, frames, tile, direct=True,
                               key=key))

@@ -1,5 +1,3 @@
-import os
-
-# The interpreted-kernel tests need TRITON_INTERPRET=1 before triton is imported; they run in a
-# subprocess started by test_interpreter.py, never in this process.
-collect_ignore = [] if os.environ.get("TRITON_INTERPRET") == "1" else ["interpreted"]
+"""gridpair's tests. This conftest puts tests/gridpair on sys.path (pytest's prepend import
+mode), so that the tests below it import the shared helpers ``numerics`` and
+``interpreted_kernels``."""

@@ -11,7 +11,8 @@ from triton import knobs
 
 import gridpair
 from gridpair import grid_pair, reference_grid_pair
-from gridpair.selector import LaunchSelector, using_selector
+from gridpair.active import using_selector
+from gridpair.selector import LaunchSelector
 from numerics import QUANTITIES, draw, force_quantities, force_step, relative_error
 
 pytestmark = pytest.mark.requires_cuda
@@ -260,13 +261,13 @@ def _loads_on_the_device(operands, projectors, tile):
     OutOfResources comes from Triton (its handle loading, which a cap lowers)."""
     import dataclasses
 
-    from gridpair import devices, probe
+    from gridpair import devices, signature, validation
     from gridpair.geometry import Geometry
 
     limits = dataclasses.replace(devices.limits_for(operands[0].device), shared=2**31)
     geometry = Geometry.of(operands[0], projectors[0], 3)
-    return probe.compile_on_device("bwd2", geometry, tile,
-                                   probe.signature_of(operands, geometry), limits)
+    return validation.compile_on_device("bwd2", geometry, tile,
+                                        signature.signature_of(operands, geometry), limits)
 
 
 @pytest.mark.cold_compile  # the cap lives and dies with the child
@@ -335,10 +336,10 @@ def test_inductor_compiles_the_specialization_that_was_validated(monkeypatch, tr
     kernels store float32 gradients."""
     import threading
 
-    from gridpair import probe
+    from gridpair import validation
 
     validating = threading.local()
-    validate = probe.compile_on_device
+    validate = validation.compile_on_device
 
     def compile_on_device(*args, **kwargs):
         validating.active = True
@@ -347,7 +348,7 @@ def test_inductor_compiles_the_specialization_that_was_validated(monkeypatch, tr
         finally:
             validating.active = False
 
-    monkeypatch.setattr(probe, "compile_on_device", compile_on_device)
+    monkeypatch.setattr(validation, "compile_on_device", compile_on_device)
     seen = {"validation": set(), "other": []}
 
     def listener(*, src, metadata, metadata_group, times, cache_hit):
@@ -485,7 +486,8 @@ def test_a_profile_compile_is_the_specialization_the_jit_launches(aligned):
 
     from gridpair.geometry import Geometry, Tile, kernel_constexprs
     from gridpair.kernels import KERNELS
-    from gridpair.probe import Signature, _ast_source, _placeholder_arguments
+    from gridpair.signature import Signature
+    from gridpair.validation import _ast_source, _placeholder_arguments
 
     major, minor = torch.cuda.get_device_capability()
     geometry, tile = Geometry(49, 2, 3, 96, 584), Tile(32, 32, 2, 4)

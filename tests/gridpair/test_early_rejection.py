@@ -14,7 +14,8 @@ from triton.runtime.errors import OutOfResources
 
 from gridpair import devices
 from gridpair.geometry import Geometry, Tile
-from gridpair.probe import _ast_source, _rejecting_past, compile_candidate, contiguous_signature
+from gridpair.signature import contiguous_signature
+from gridpair.validation import _ast_source, _rejecting_past, compile_candidate
 
 # 16 slots, two focus, one frame of 16 channels, a 32-point grid: compiles in a fraction of a
 # second, and its 2-stage 32x32 forward tile needs more shared memory than its 1-stage 16x16.
@@ -137,7 +138,7 @@ def test_torch_sees_that_the_kernels_write_only_their_results(op, monkeypatch, c
     from gridpair.geometry import kernel_arguments, kernel_constexprs
     from gridpair.kernels import KERNELS, OPERANDS, RESULT_DTYPE_FROM
     from gridpair.launch import pad_projector
-    from gridpair.probe import _install_front_end_lock
+    from gridpair.validation import _install_front_end_lock
 
     _install_front_end_lock()
 

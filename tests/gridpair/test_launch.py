@@ -6,8 +6,9 @@ import dataclasses
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from gridpair.launch import nothing_traces, pad_projector, padded_projector
+from gridpair.launch import pad_projector, padded_projector
 from gridpair.selector import LaunchSelector
+from gridpair.tracing import nothing_traces
 
 
 def test_a_padded_projector_is_reused_while_unchanged():
@@ -103,14 +104,16 @@ def test_only_the_selectors_own_key_finds_a_resolved_kernel(monkeypatch):
         return (torch.empty(operands[0].shape),)
 
     class RecordingDirectLaunch:
-        def __init__(self, op, key, tile, operands):
-            keys.append(("direct", key))
-
         def __call__(self, operands, to_grid, from_grid):
             return (torch.empty(operands[0].shape),)
 
+    def recording_prepared(op, key, tile, operands, to_grid, from_grid):
+        keys.append(("direct", key))
+        prepared = RecordingDirectLaunch()
+        return prepared, prepared(operands, to_grid, from_grid)
+
     monkeypatch.setattr(eager, "launch", recording_launch)
-    monkeypatch.setattr(eager, "DirectLaunch", RecordingDirectLaunch)
+    monkeypatch.setattr(eager, "launch_prepared", recording_prepared)
     left, right = torch.zeros(2, 4, 1, 16), torch.zeros(2, 4, 1, 16)
     projector = torch.zeros(16, 4)
     for selector in (LaunchSelector(), _CoarseKeySelector()):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gridpair.geometry import Geometry
-from gridpair.probe import needs_wide_offsets, signature_of
+from gridpair.signature import needs_wide_offsets, signature_of
 
 INT32_MAX = 2**31 - 1
 D, F, KC = 49, 2, 292  # lmax 6, F=2, K*C = 3*96 + 4: the degree-major case

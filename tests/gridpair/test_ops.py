@@ -9,7 +9,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import gridpair
 from gridpair import grid_pair, reference_grid_pair
-from gridpair.selector import LaunchSelector, using_selector
+from gridpair.active import using_selector
+from gridpair.selector import LaunchSelector
 from numerics import (
     assert_within_reference_error,
     draw,

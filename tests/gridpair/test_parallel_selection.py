@@ -13,15 +13,12 @@ import pytest
 import torch
 from triton.compiler.errors import CompilationError
 
+from gridpair import ladder as ladder_module
 from gridpair import selector as selector_module
+from gridpair.active import SELECTOR, active_selector, using_selector
 from gridpair.geometry import Tile
-from gridpair.selector import (
-    SELECTOR,
-    WORKERS_ENV,
-    LaunchSelector,
-    active_selector,
-    using_selector,
-)
+from gridpair.pool import WORKERS_ENV
+from gridpair.selector import LaunchSelector
 
 P147 = dict(degrees=49, focus=2, frames=3, channels=96, grid=584)
 # Where nothing fits, every candidate of the ladder is refused whatever the geometry: a small
@@ -241,7 +238,7 @@ GOOD, TOO_BIG, BAD = Tile(16, 16, 2, 4), Tile(64, 64, 3, 8), Tile(24, 16, 2, 4) 
 def test_a_compile_error_follows_serial_semantics(profile, compiled, monkeypatch, ladder,
                                                   raises):
     profile(SMALL_DEVICE)
-    monkeypatch.setattr(selector_module, "generated_candidates", lambda *args: list(ladder))
+    monkeypatch.setattr(ladder_module, "generated_candidates", lambda *args: list(ladder))
     selector = LaunchSelector(workers=3)
     for attempt in (1, 2):
         if raises:

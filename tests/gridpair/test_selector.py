@@ -16,17 +16,15 @@ from triton.compiler import ASTSource
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources
 
-from gridpair import devices, grid_pair, probe, reference_grid_pair, tuned
+from gridpair import devices, grid_pair, reference_grid_pair, tuned, validation
+from gridpair.active import using_selector
+from gridpair.cubin import cubin_registers
 from gridpair.geometry import Geometry, Tile, kernel_constexprs
 from gridpair.kernels import KERNELS
-from gridpair.probe import (
-    Signature,
-    _ast_source,
-    contiguous_signature,
-    cubin_registers,
-    max_threads,
-)
-from gridpair.selector import LaunchSelector, generated_candidates, using_selector
+from gridpair.ladder import generated_candidates
+from gridpair.selector import LaunchSelector
+from gridpair.signature import Signature, contiguous_signature
+from gridpair.validation import _ast_source, max_threads
 
 P147 = dict(degrees=49, focus=2, frames=3, channels=96, grid=584)  # production fp32 bwd2
 # Where the geometry is not the point: every refusal of its ladder compiles in a fraction of
@@ -64,7 +62,7 @@ def compiles(monkeypatch):
     seen = []
     monkeypatch.setattr(knobs.compilation, "listener",
                         lambda *, src, metadata, **_: seen.append(metadata["name"]))
-    probe._install_early_rejection()
+    validation._install_early_rejection()
     make_llir = CUDABackend.make_llir
 
     def refused_too(self, src, metadata, *args, **kwargs):
@@ -194,7 +192,7 @@ def test_a_non_resource_compile_error_propagates_and_is_not_cached(profile, monk
     profile(SMALL_DEVICE)
     # 24 rows: tl.arange needs a power of two, so Triton's front end refuses the kernel.
     monkeypatch.setattr(
-        "gridpair.selector.generated_candidates", lambda *args: [Tile(24, 16, 2, 4)]
+        "gridpair.ladder.generated_candidates", lambda *args: [Tile(24, 16, 2, 4)]
     )
     selector = LaunchSelector()
     for _ in range(2):
@@ -247,17 +245,20 @@ def test_a_tuned_tiles_file_comes_before_the_table(profile, monkeypatch, tmp_pat
     path = tmp_path / "tiles.json"
     path.write_text(json.dumps([_tuned_entry()]))
     monkeypatch.setenv(tuned.TUNED_TILES_ENV, str(path))
+    # A built-in table of known content, so the order is checked against literals.
+    shape = tuple(P147.values())
+    table_fwd, table_bwd = Tile(64, 64, 3, 4), Tile(16, 16, 1, 4)
+    monkeypatch.setattr(tuned, "TUNED", {("NVIDIA H200", "fwd", torch.bfloat16, shape): (
+        table_fwd,), ("NVIDIA H200", "bwd", torch.bfloat16, shape): (table_bwd,)})
     preferred = Tile(32, 16, 2, 4)
-    built_in = tuned.TUNED[("NVIDIA H200", "fwd", torch.bfloat16, tuple(P147.values()))]
     assert tuned.lookup("NVIDIA H200", "fwd", torch.bfloat16, Geometry(**P147)) == (
-        preferred, *built_in)
+        preferred, table_fwd)
     selector = LaunchSelector()
     recorder = Recorder(selector)
     assert selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16)) == preferred
     assert [p.config for p in recorder.kinds("probe")] == [preferred.as_dict()]
     # Other ops, dtypes and devices are untouched by the file.
-    assert tuned.lookup("NVIDIA H200", "bwd", torch.bfloat16, Geometry(**P147)) == tuned.TUNED[
-        ("NVIDIA H200", "bwd", torch.bfloat16, tuple(P147.values()))]
+    assert tuned.lookup("NVIDIA H200", "bwd", torch.bfloat16, Geometry(**P147)) == (table_bwd,)
     assert tuned.lookup("NVIDIA H100", "fwd", torch.bfloat16, Geometry(**P147)) == ()
 
 
@@ -318,7 +319,7 @@ BROKEN_TILES = [Tile(24, 16, 1, 4), Tile(16, 8, 1, 4), Tile(16, 16, 1, 6)]
 def test_the_tuned_file_rules_are_the_compilers(profile):
     """The loader's rules against Triton itself: the tiles it rejects do not compile, their
     nearest legal neighbour does (a profile compile, no GPU needed)."""
-    from gridpair.probe import compile_candidate
+    from gridpair.validation import compile_candidate
 
     profile("h100")
     geometry = Geometry(4, 1, 1, 16, 16)
@@ -474,7 +475,7 @@ def test_every_class_of_launch_scalar_compiles(op, wide, profile):
     """Each kernel compiles (for a profile: no GPU needed) with launch scalars of every class,
     a unit stride among them, in 32- and 64-bit offsets: a class the launch can meet must not
     be a compile error first seen on a GPU."""
-    from gridpair.probe import compile_candidate
+    from gridpair.validation import compile_candidate
 
     profile("h200")
     n_operands = OPERAND_COUNT[op]
@@ -518,7 +519,7 @@ def _binder_agrees(op, signature, launched, geometry, result_dtypes):
 
     from gridpair.geometry import kernel_arguments
     from gridpair.launch import pad_projector
-    from gridpair.probe import _placeholder_arguments
+    from gridpair.validation import _placeholder_arguments
 
     compute = signature.dtype
     projectors = [pad_projector(torch.zeros(16, geometry.slots, dtype=compute))
@@ -541,7 +542,7 @@ def _binder_agrees(op, signature, launched, geometry, result_dtypes):
 def test_the_signature_is_the_specialization_of_tritons_own_binder(op, layout):
     """A launch's Signature against Triton's JIT binder on the launch's real arguments: the
     validation compile's placeholders specialize every argument as the real launch does."""
-    from gridpair.probe import signature_of
+    from gridpair.signature import signature_of
 
     operands, geometry = _operands(layout, op)
     signature = signature_of(operands, geometry)
@@ -560,7 +561,7 @@ MIXED_RESULTS = {"fwd": [torch.bfloat16], "bwd2": [torch.bfloat16, torch.float32
 def test_a_mixed_precision_signature_is_tritons_specialization_too(op):
     """As autocast launches real tensors: float32 coefficients read as they are, a bfloat16
     cotangent and projectors."""
-    from gridpair.probe import signature_of
+    from gridpair.signature import signature_of
 
     half = torch.bfloat16
     operands, geometry = _operands("contiguous", op)
@@ -585,7 +586,7 @@ def test_a_traced_mixed_precision_launch_is_specialized_as_cast(op, layout):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from gridpair.launch import cast_for_launch
-    from gridpair.probe import signature_of
+    from gridpair.signature import signature_of
 
     half = torch.bfloat16
     operands, geometry = _operands(layout, op)
@@ -622,7 +623,7 @@ def _symbolic(shape, dynamic=0):
 def test_a_traced_launch_is_specialized_by_what_is_statically_known():
     """Under tracing the row count and strides are symbols: a class is what holds for every
     value of N (what Inductor compiles), never what the hint happens to satisfy."""
-    from gridpair.probe import signature_of
+    from gridpair.signature import signature_of
 
     # F*C = 2*24: rows 48*N, a multiple of 16 for every N; channel stride 1, a constant.
     x = _symbolic((8, 4, 2, 24))

@@ -18,7 +18,8 @@ from triton.runtime.errors import OutOfResources
 from gridpair import devices
 from gridpair.geometry import Geometry, Tile
 from gridpair.launch import pad_projector
-from gridpair.probe import compile_candidate, contiguous_signature
+from gridpair.signature import contiguous_signature
+from gridpair.validation import compile_candidate
 
 pytestmark = pytest.mark.cold_compile
 

@@ -10,8 +10,9 @@ wrap_triton recorded the call.
 import torch
 
 from gridpair.launch import launch
-from gridpair.probe import Compiled, is_plain
 from gridpair.selector import LaunchSelector
+from gridpair.signature import is_plain
+from gridpair.validation import Compiled
 
 
 class TrustingSelector(LaunchSelector):

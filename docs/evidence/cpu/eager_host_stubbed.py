@@ -22,9 +22,10 @@ from profile_eager import StandIn  # noqa: E402
 
 import gridpair  # noqa: E402
 from gridpair import eager, launch  # noqa: E402
+from gridpair.active import using_selector  # noqa: E402
 from gridpair.geometry import Tile  # noqa: E402
-from gridpair.probe import Compiled  # noqa: E402
-from gridpair.selector import LaunchSelector, using_selector  # noqa: E402
+from gridpair.selector import LaunchSelector  # noqa: E402
+from gridpair.validation import Compiled  # noqa: E402
 
 
 class OneTile(LaunchSelector):

@@ -8,20 +8,18 @@ GRIDPAIR_DEVICE gives CPU operands a device to validate for.
 """
 
 import dataclasses
-import os
 
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from gridpair import grid_pair, reference, reference_grid_pair
+from gridpair.active import using_selector
 from gridpair.geometry import Tile
-from gridpair.launch import nothing_traces
-from gridpair.probe import Compiled
-from gridpair.selector import LaunchSelector, using_selector
+from gridpair.selector import LaunchSelector
+from gridpair.tracing import nothing_traces
+from gridpair.validation import Compiled
 from numerics import assert_within_reference_error, draw, force_quantities, reference_quantities
-
-assert os.environ.get("TRITON_INTERPRET") == "1", "run through test_interpreter.py"
 
 SMALL = Tile(16, 16, 1, 4)
 

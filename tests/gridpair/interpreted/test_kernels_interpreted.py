@@ -1,11 +1,10 @@
 """The Triton kernels themselves, run on the CPU by Triton's interpreter (TRITON_INTERPRET=1),
-against float64 evaluations of the reference. Started by ../test_interpreter.py.
+against float64 evaluations of the reference, in this process (``interpreted_kernels``).
 
 bfloat16 is left out: the interpreter multiplies bfloat16 dot operands as raw bit patterns
 (triton-lang/triton#11584); float16 exercises the same 16-bit code path.
 """
 
-import os
 
 import pytest
 import torch
@@ -14,8 +13,6 @@ from gridpair import reference
 from gridpair.geometry import Tile
 from gridpair.launch import launch
 from numerics import draw, relative_error
-
-assert os.environ.get("TRITON_INTERPRET") == "1", "run through test_interpreter.py"
 
 OPERAND_NAMES = {
     "fwd": ("left", "right"),
@@ -92,9 +89,9 @@ def test_the_64_bit_offset_path_computes_the_same_function(op, monkeypatch):
     """Small shapes forced through the WIDE kernels (64-bit slot offsets), as a launch past
     2^31 takes them: same bound against float64 as the 32-bit path."""
     from gridpair import launch as launch_module
-    from gridpair import probe
+    from gridpair import signature
 
-    monkeypatch.setattr(probe, "_INT32_MAX", 0)  # every offset "passes" the limit
+    monkeypatch.setattr(signature, "_INT32_MAX", 0)  # every offset "passes" the limit
     seen = []
     constexprs = launch_module.kernel_constexprs
 
