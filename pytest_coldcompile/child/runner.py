@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import pytest
 
 from pytest_coldcompile import selectors
-from pytest_coldcompile.child import pristine
+from pytest_coldcompile.child import pristine, shared_imports
 from pytest_coldcompile.child.stats import CompileStats
 from pytest_coldcompile.devices import cuda
 from pytest_coldcompile.devices.smem_cap import SmemCap
@@ -346,9 +346,18 @@ _arming: _ForkServerArming | None = None
 
 
 def arm_fork_server(config: pytest.Config) -> None:
-    """In the fork server, before it forks any child: see _ForkServerArming."""
+    """In the fork server, before it forks any child: see _ForkServerArming. It also shares
+    the first-use imports of its children (shared_imports)."""
     global _arming
     _arming = _ForkServerArming(config)
+    from pytest_coldcompile.isolation import forkserver  # the server's side, run there
+
+    forkserver.after_each_child(_share_imports)
+
+
+def _share_imports(request: dict[str, Any]) -> Any:
+    names = shared_imports.read_imported(str(request.get("orders", {}).get("dir", "")))
+    return (lambda: shared_imports.import_all(names)) if names else None
 
 
 def _set_up_forked(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
@@ -393,6 +402,7 @@ def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
                 exit_now(code)
         else:
             ctx = _set_up_forked(config, orders)
+        before = shared_imports.modules_now()
         try:
             # Through the hook, so the wrappers pytest puts around a test (assertion
             # comparisons, warning capture, ...) are around it here too.
@@ -402,6 +412,7 @@ def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
         except KeyboardInterrupt:
             write_record(test_dir, {"type": "interrupt"})
         write_record(test_dir, ctx.summary())
+        shared_imports.write_imported(test_dir, before)  # for the fork server to share
         _flush_coverage()
     except BaseException:
         code = 1
