@@ -21,9 +21,9 @@ from typing import Any, NoReturn
 import pytest
 
 from pytest_coldcompile import options
-from pytest_coldcompile.child import pristine
+from pytest_coldcompile.child import pristine, shared_imports
 from pytest_coldcompile.devices import cuda
-from pytest_coldcompile.isolation.forkserver import ForkServer
+from pytest_coldcompile.isolation.forkserver import ForkServer, after_each_child
 from pytest_coldcompile.isolation.processes import exit_now
 from pytest_coldcompile.isolation.records import redirect_std_fds
 
@@ -83,6 +83,7 @@ class Zygote:
         # tells it whether the zygote is needed at all.
         assert self._go_read is not None
         assert self._go_write is not None
+        after_each_child(_share_imports)
         os.close(self._go_write)
         answer = os.read(self._go_read, 1)
         os.close(self._go_read)
@@ -102,6 +103,26 @@ class Zygote:
         gc.freeze()
         if failed:
             raise ImportError("cold_compile_preload: " + "\n".join(failed))
+
+
+def _share_imports(request: dict[str, Any]) -> Any:
+    """The installed modules a child imported (shared_imports), imported here for the next
+    children, in that child's environment as it would have imported them."""
+    names = shared_imports.read_imported(str(request.get("orders", {}).get("dir", "")))
+    if not names:
+        return None
+
+    def share() -> bool:
+        saved = dict(os.environ)
+        os.environ.update(request.get("env") or {})
+        try:
+            with _scratch_caches():
+                return shared_imports.import_all(names)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    return share
 
 
 @contextmanager
@@ -149,7 +170,9 @@ def _child_main(request: dict[str, Any]) -> NoReturn:
         if request.get("preload_error"):
             sys.stderr.write(f"pytest-coldcompile zygote: {request['preload_error']}\n")
         _forget_the_early_config()
+        before = shared_imports.modules_now()
         code = int(pytest.main(request["args"]))
+        shared_imports.write_imported(test_dir, before)  # for the zygote to share
     except BaseException:
         traceback.print_exc()
     finally:

@@ -35,13 +35,13 @@ def test_later_finds_the_projects_own_code_cold():
 
 
 @needs_fork
-@pytest.mark.parametrize("cold", [False, True], ids=["in-process", "fork"])
+@pytest.mark.parametrize("mode", ["in-process", "fork", "zygote"])
 def test_an_installed_module_a_child_imported_is_shared(
-    pytester: pytest.Pytester, cold: bool
+    pytester: pytest.Pytester, mode: str
 ) -> None:
     pytester.makepyfile(test_first=TESTS, local_helper="VALUE = 1\n")
-    args = ["--cold-compile", "--cold-compile-mode=fork"] if cold else []
-    result = run(pytester, "-p", "no:randomly", *args)
+    cold = [] if mode == "in-process" else ["--cold-compile", f"--cold-compile-mode={mode}"]
+    result = run(pytester, "-o", "cold_compile_preload=", *cold)
     if cold:
         result.assert_outcomes(passed=3)
     else:  # in-process the project's module stays imported too: a side effect of test one
