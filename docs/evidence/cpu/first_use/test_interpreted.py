@@ -45,7 +45,7 @@ def test_binary(op, dtype, n):
     np.testing.assert_allclose(out.numpy(), REFERENCE[op](x.numpy(), y.numpy()))
 
 
-@pytest.mark.parametrize("rows,cols", [(1, 5), (3, 16), (4, 33), (2, 64), (5, 7), (8, 3),
+@pytest.mark.parametrize(("rows", "cols"), [(1, 5), (3, 16), (4, 33), (2, 64), (5, 7), (8, 3),
                                        (6, 31), (2, 2), (7, 9), (3, 40), (1, 64), (9, 1)])
 def test_row_sum(rows, cols):
     x = torch.randn(rows, cols)
