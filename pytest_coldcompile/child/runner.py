@@ -116,7 +116,9 @@ def _retarget_capture(config: pytest.Config, test_dir: str, keep: bool) -> None:
     if capman is None or multi is None or not capman.is_globally_capturing():
         return  # -s: sys.stdout is the process's own stream, on the child's fd 1 already
     capman.suspend_global_capture()
-    held = multi.readouterr()
+    # Read only a capture of this process's own: a forked child's fd capture files are still
+    # the parent's (one open file shared), which a read would truncate under the parent.
+    held = multi.readouterr() if keep else None
     for capture in (multi.in_, multi.out, multi.err):
         saved = getattr(capture, "targetfd_save", None)
         if isinstance(saved, int):
@@ -134,11 +136,13 @@ def _retarget_capture(config: pytest.Config, test_dir: str, keep: bool) -> None:
             os.dup2(named, capture.tmpfile.fileno())
         finally:
             os.close(named)
-    if keep:
-        for capture, text in ((multi.out, held.out), (multi.err, held.err)):
-            if capture is not None and text:
-                # TextIOWrapper's own write: a tee-sys stream would echo it a second time.
-                io.TextIOWrapper.write(capture.tmpfile, text)
+    if held is None:
+        multi.readouterr()  # the forked child's own files now; in memory, its parent's copy
+        return
+    for capture, text in ((multi.out, held.out), (multi.err, held.err)):
+        if capture is not None and text:
+            # TextIOWrapper's own write: a tee-sys stream would echo it a second time.
+            io.TextIOWrapper.write(capture.tmpfile, text)
 
 
 _fault_file: Any = None
