@@ -14,6 +14,8 @@ import sysconfig
 from collections.abc import Iterable
 from typing import Any
 
+from pytest_coldcompile.child import pristine
+
 IMPORTED = "imported-modules.json"
 """In a cold test's directory: the modules its child imported that its server may share."""
 
@@ -88,14 +90,15 @@ def import_all(names: list[str]) -> bool:
     """In a fork server: import names not imported yet; True when any was. A module that
     fails to import is left to the children, which meet the error themselves."""
     added = False
-    for name in names:
-        if name in sys.modules:
-            continue
-        try:
-            importlib.import_module(name)
-        except (Exception, SystemExit):
-            continue
-        added = True
+    with pristine.scratch_caches():  # the server's cache locations are the user's
+        for name in names:
+            if name in sys.modules:
+                continue
+            try:
+                importlib.import_module(name)
+            except (Exception, SystemExit):
+                continue
+            added = True
     if added:
         gc.freeze()  # as after the server's preload: children skip it in their gc passes
     return added

@@ -10,12 +10,8 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-import shutil
 import sys
-import tempfile
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import pytest
@@ -91,7 +87,7 @@ class Zygote:
             return
         _assign_gpu()
         failed = []
-        with _scratch_caches():
+        with pristine.scratch_caches():
             for name in self.modules:
                 try:
                     importlib.import_module(name)
@@ -116,37 +112,12 @@ def _share_imports(request: dict[str, Any]) -> Any:
         saved = dict(os.environ)
         os.environ.update(request.get("env") or {})
         try:
-            with _scratch_caches():
-                return shared_imports.import_all(names)
+            return shared_imports.import_all(names)  # under scratch caches
         finally:
             os.environ.clear()
             os.environ.update(saved)
 
     return share
-
-
-@contextmanager
-def _scratch_caches() -> Iterator[None]:
-    """Caches of a scratch directory for the preload, removed after it.
-
-    Some modules write to their cache directory as they are imported: torch._dynamo's import
-    creates Inductor's and writes its path into TORCHINDUCTOR_CACHE_DIR, which would be the
-    user's default location here. Nothing a preload makes is for the children, which start
-    from their own environment and private caches."""
-    scratch = tempfile.mkdtemp(prefix="pytest-coldcompile-zygote-")
-    scratch_env = {name: value for name, value in pristine.cache_env(scratch).items()
-                   if name != pristine.HEADER_DIR_ENV}
-    saved = {name: os.environ.get(name) for name in scratch_env}
-    os.environ.update(scratch_env)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _assign_gpu() -> None:
