@@ -64,7 +64,9 @@ class CompileCounter:
         self.frames = 0
         self.forward_graphs = 0
         self.backward_graphs = 0
-        self._seen = {code: len(reasons) for code, reasons in _guard_failures().items()}
+        # Each code's list of reasons itself, and how many it held: torch._dynamo.reset()
+        # clears guard_failures, and a code's later reasons start a new list from zero.
+        self._seen = {code: (reasons, len(reasons)) for code, reasons in _guard_failures().items()}
 
     def __call__(self, gm: Any, example_inputs: Any) -> Any:
         import torch._functorch.config as functorch_config
@@ -90,7 +92,8 @@ class CompileCounter:
         out = []
         for code, reasons in _guard_failures().items():
             name = getattr(code, "co_name", str(code))
-            out += [f"{name}: {r}" for r in reasons[self._seen.get(code, 0) :]]
+            seen, count = self._seen.get(code, (None, 0))
+            out += [f"{name}: {r}" for r in reasons[count if seen is reasons else 0 :]]
         return out
 
     def assert_graphs(

@@ -11,8 +11,11 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -266,3 +269,28 @@ def make_private(caches: str) -> None:
     _private_triton_dirs(caches)
     _private_header_dir(caches)
     _shared_vec_isa_verdicts(caches)
+
+
+@contextmanager
+def scratch_caches() -> Iterator[None]:
+    """Caches of a scratch directory for imports in a server (a zygote's preload, shared
+    first-use imports), removed after it.
+
+    Some modules write to their cache directory as they are imported: torch._dynamo's import
+    creates Inductor's and writes its path into TORCHINDUCTOR_CACHE_DIR, which would be the
+    user's default location here. Nothing such an import makes is for the children, which start
+    from their own environment and private caches."""
+    scratch = tempfile.mkdtemp(prefix="pytest-coldcompile-scratch-")
+    scratch_env = {name: value for name, value in cache_env(scratch).items()
+                   if name != HEADER_DIR_ENV}
+    saved = {name: os.environ.get(name) for name in scratch_env}
+    os.environ.update(scratch_env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(scratch, ignore_errors=True)

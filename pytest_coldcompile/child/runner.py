@@ -7,6 +7,7 @@ parent-side machinery (engine, fork server, reports); the parent reads its recor
 from __future__ import annotations
 
 import faulthandler
+import io
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from typing import Any, NoReturn
 import pytest
 
 from pytest_coldcompile import selectors
-from pytest_coldcompile.child import pristine
+from pytest_coldcompile.child import pristine, shared_imports
 from pytest_coldcompile.child.stats import CompileStats
 from pytest_coldcompile.devices import cuda, named
 from pytest_coldcompile.devices.emulate import Emulation
@@ -120,52 +121,48 @@ def _adopt_selectors(tally: selectors.EventTally, stats: CompileStats) -> None:
     selectors.watch_entry_points(raise_errors=True)
 
 
-def _named_capture(fd: int, path: str) -> Any:
-    from _pytest.capture import EncodedFile, FDCapture, SysCapture
+def _retarget_capture(config: pytest.Config, test_dir: str, keep: bool) -> None:
+    """Point the global capture this child already has at the child's own files, keeping
+    every stream object of it: code that bound ``sys.stdout`` or ``sys.stderr`` at import
+    or collection (``from sys import stdout``, a logging handler, a parameter) still holds
+    the live streams, and what it writes lands in this test's captured output.
 
-    cap = FDCapture(fd)
-    cap.tmpfile.close()
-    # A named file instead of an anonymous one: the parent reads it when the child is killed.
-    cap.tmpfile = EncodedFile(
-        open(path, "wb+", buffering=0),
-        encoding="utf-8",
-        errors="replace",
-        newline="",
-        write_through=True,
-    )
-    cap.syscapture = SysCapture(fd, cap.tmpfile)
-    return cap
-
-
-def _stop_capture(config: pytest.Config) -> str | None:
-    """Stop the capture inherited from the parent; returns its method, None if not capturing."""
+    Call it with fds 0, 1 and 2 already redirected (``_redirect_fds`` or a spawned child's
+    own). keep: whether what the capture holds now belongs to this child (a re-collecting
+    child's own, printed while it collected) rather than to the process it was forked from.
+    """
     capman = config.pluginmanager.getplugin("capturemanager")
-    if capman is None or not capman.is_globally_capturing():
-        return None
-    method = str(getattr(capman, "_method", "fd"))
-    # Between tests the parent's capture files are empty, so this reads nothing of the parent's.
-    capman.stop_global_capturing()
-    return method
-
-
-def _start_capture(config: pytest.Config, test_dir: str, method: str | None) -> None:
-    """Capture again, onto named files in test_dir when capturing file descriptors."""
-    capman = config.pluginmanager.getplugin("capturemanager")
-    if capman is None or method is None:
-        return
-    if method == "fd":
-        from _pytest.capture import FDCapture, MultiCapture
-
-        multi = MultiCapture(
-            in_=FDCapture(0),
-            out=_named_capture(1, os.path.join(test_dir, CAPTURED_OUT)),
-            err=_named_capture(2, os.path.join(test_dir, CAPTURED_ERR)),
-        )
-        capman._global_capturing = multi
-        multi.start_capturing()
-    else:  # sys capture lives in memory: a kill loses the running phase's output
-        capman.start_global_capturing()
+    multi = getattr(capman, "_global_capturing", None)
+    if capman is None or multi is None or not capman.is_globally_capturing():
+        return  # -s: sys.stdout is the process's own stream, on the child's fd 1 already
     capman.suspend_global_capture()
+    # Read only a capture of this process's own: a forked child's fd capture files are still
+    # the parent's (one open file shared), which a read would truncate under the parent.
+    held = multi.readouterr() if keep else None
+    for capture in (multi.in_, multi.out, multi.err):
+        saved = getattr(capture, "targetfd_save", None)
+        if isinstance(saved, int):
+            # fd capture: between phases the fd is given back to what it was; here that is
+            # the child's raw file (or /dev/null), not the parent's terminal.
+            os.dup2(capture.targetfd, saved)
+    for capture, name in ((multi.out, CAPTURED_OUT), (multi.err, CAPTURED_ERR)):
+        if not isinstance(getattr(capture, "targetfd_save", None), int):
+            continue  # sys and tee-sys capture live in memory: a kill loses the phase's output
+        # A named file under the same EncodedFile, instead of the anonymous one the parent
+        # shares (fork) or one the parent cannot read: the parent reads it when the child
+        # is killed.
+        named = os.open(os.path.join(test_dir, name), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.dup2(named, capture.tmpfile.fileno())
+        finally:
+            os.close(named)
+    if held is None:
+        multi.readouterr()  # the forked child's own files now; in memory, its parent's copy
+        return
+    for capture, text in ((multi.out, held.out), (multi.err, held.err)):
+        if capture is not None and text:
+            # TextIOWrapper's own write: a tee-sys stream would echo it a second time.
+            io.TextIOWrapper.write(capture.tmpfile, text)
 
 
 _fault_file: Any = None
@@ -358,12 +355,12 @@ class _ForkServerArming:
     """What every forked child needs and no request changes, done once in the fork server.
 
     Registering a plugin costs pytest milliseconds (it scans the plugin for fixtures), and a
-    forked child would pay it for each of three per test; stopping the inherited capture is
-    the same in every child too. The sinks stay inert until a child gives them its directory.
+    forked child would pay it for each of three per test. The inherited capture is kept: each
+    child retargets it (_retarget_capture). The sinks stay inert until a child gives them its
+    directory.
     """
 
     def __init__(self, config: pytest.Config) -> None:
-        self.capture_method = _stop_capture(config)
         # pytest-xdist's worker hooks write to its channel; a forked child must stay silent.
         for plugin in list(config.pluginmanager.get_plugins()):
             if type(plugin).__name__ == "WorkerInteractor":
@@ -382,9 +379,18 @@ _arming: _ForkServerArming | None = None
 
 
 def arm_fork_server(config: pytest.Config) -> None:
-    """In the fork server, before it forks any child: see _ForkServerArming."""
+    """In the fork server, before it forks any child: see _ForkServerArming. It also shares
+    the first-use imports of its children (shared_imports)."""
     global _arming
     _arming = _ForkServerArming(config)
+    from pytest_coldcompile.isolation import forkserver  # the server's side, run there
+
+    forkserver.after_each_child(_share_imports)
+
+
+def _share_imports(request: dict[str, Any]) -> Any:
+    names = shared_imports.read_imported(str(request.get("orders", {}).get("dir", "")))
+    return (lambda: shared_imports.import_all(names)) if names else None
 
 
 def _set_up_forked(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
@@ -392,7 +398,7 @@ def _set_up_forked(config: pytest.Config, orders: dict[str, Any]) -> ChildContex
     arming = _arming or _ForkServerArming(config)
     arming.aim(test_dir)
     _redirect_fds(test_dir)
-    _start_capture(config, test_dir, arming.capture_method)
+    _retarget_capture(config, test_dir, keep=False)
     return prepare(config, orders)
 
 
@@ -429,6 +435,7 @@ def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
                 exit_now(code)
         else:
             ctx = _set_up_forked(config, orders)
+        before = shared_imports.modules_now()
         try:
             # Through the hook, so the wrappers pytest puts around a test (assertion
             # comparisons, warning capture, ...) are around it here too.
@@ -438,6 +445,7 @@ def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
         except KeyboardInterrupt:
             write_record(test_dir, {"type": "interrupt"})
         write_record(test_dir, ctx.summary())
+        shared_imports.write_imported(test_dir, before)  # for the fork server to share
         _flush_coverage()
     except BaseException:
         code = 1
@@ -464,6 +472,13 @@ def _stable_repr(value: Any, depth: int = 0) -> str:
             f"{_stable_repr(k, depth + 1)}: {_stable_repr(v, depth + 1)}" for k, v in value.items()
         )
         return "{" + ", ".join(items) + "}"
+    if isinstance(value, io.IOBase):
+        # A stream's repr names its file descriptor, which differs between processes (a
+        # parameter sys.stdout is a capture file, or the zygote child's own stdout); a file
+        # opened by path is told by its path.
+        name = getattr(value, "name", None)
+        path = f" {name!r}" if isinstance(name, str) and not name.startswith("<") else ""
+        return f"<{type(value).__qualname__}{path}>"
     try:
         text = repr(value)
     except Exception as exc:
@@ -569,7 +584,7 @@ class SpawnedChild:
             )
             return True
         try:
-            _start_capture(self.config, self.test_dir, _stop_capture(self.config))
+            _retarget_capture(self.config, self.test_dir, keep=True)
             self.ctx = prepare(self.config, self.orders)
             self.config.pluginmanager.register(ReportSink(self.config, self.test_dir))
             self.config.pluginmanager.register(WarningSink(self.test_dir))

@@ -5,9 +5,10 @@ Hooks go in when torch's modules are imported.
 
 from __future__ import annotations
 
+import collections
 import functools
-import sys
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -29,7 +30,7 @@ class CompileStats:
         self.selection_s = 0.0
         self.forward_graphs = 0
         self.backward_graphs = 0
-        self._frames_before = 0
+        self._frames = 0
         self._started: float | None = None
         self._inductor_depth = 0
         # Selection seconds inside a compile window but outside Inductor: the part of
@@ -61,12 +62,25 @@ class CompileStats:
         }
 
     def install(self) -> None:
-        import_hooks.when_imported("torch._dynamo.utils", self._baseline)
+        import_hooks.when_imported("torch._dynamo.utils", self._tally_frames)
         import_hooks.when_imported("torch._dynamo.callback", self._hook_callbacks)
         import_hooks.when_imported("torch._inductor.compile_fx", self._hook_inner_compile)
 
-    def _baseline(self, mod: ModuleType) -> None:
-        self._frames_before = _unique_graphs(mod)
+    def _tally_frames(self, mod: ModuleType) -> None:
+        # torch._dynamo.test_case.TestCase clears ``counters`` in setUp and tearDown: count
+        # each increment of unique_graphs as it happens, through the Counter that the
+        # defaultdict makes for "stats" (again after every clear).
+        counters = getattr(mod, "counters", None)
+        if not isinstance(counters, collections.defaultdict):
+            return
+
+        _TallyingCounter.on_graphs = self._add_frames
+        counters.default_factory = _TallyingCounter
+        if "stats" in counters:
+            counters["stats"] = _TallyingCounter(counters["stats"])
+
+    def _add_frames(self, added: int) -> None:
+        self._frames += added
 
     def _hook_callbacks(self, mod: ModuleType) -> None:
         handler = getattr(mod, "callback_handler", None)
@@ -74,6 +88,21 @@ class CompileStats:
             return
         handler.register_start_callback(self._on_start)
         handler.register_end_callback(self._on_end)
+        clear = handler.clear
+
+        # torch._dynamo.reset() clears every callback (torch's TestCase resets in setUp):
+        # register these again after each clear, so the windows are timed after it too.
+        @functools.wraps(clear)
+        def clear_and_keep_timing() -> None:
+            try:
+                clear()
+            finally:
+                if self._on_start not in handler.start_callbacks:
+                    handler.register_start_callback(self._on_start)
+                if self._on_end not in handler.end_callbacks:
+                    handler.register_end_callback(self._on_end)
+
+        handler.clear = clear_and_keep_timing
 
     def _on_start(self, *args: Any) -> None:
         self._started = time.perf_counter()
@@ -109,13 +138,22 @@ class CompileStats:
         mod._compile_fx_inner = counted  # type: ignore[attr-defined]
 
     def frames(self) -> int:
-        mod = sys.modules.get("torch._dynamo.utils")
-        return _unique_graphs(mod) - self._frames_before if mod else 0
+        """Graphs Dynamo compiled since install (its ``unique_graphs``), clears included."""
+        return self._frames
 
 
-def _unique_graphs(mod: ModuleType | None) -> int:
-    counters = getattr(mod, "counters", None)
-    try:
-        return int(counters["stats"]["unique_graphs"]) if counters is not None else 0
-    except Exception:
-        return 0
+class _TallyingCounter(collections.Counter):  # type: ignore[type-arg]
+    """A Counter that reports each increase of ``unique_graphs`` to ``on_graphs``.
+
+    The listener is the class's, not the instance's: a copy or an unpickled one (plain
+    constructor arguments) still counts, and there is one CompileStats per cold child."""
+
+    on_graphs: Callable[[int], None] | None = None
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        listener = type(self).on_graphs
+        if listener is not None and key == "unique_graphs" and isinstance(value, int):
+            added = value - self.get(key, 0)
+            if added > 0:
+                listener(added)
+        super().__setitem__(key, value)

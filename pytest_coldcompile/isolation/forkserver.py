@@ -172,7 +172,14 @@ class ForkServer:
                 kill_group(child.pid)  # leftovers of an exited child (a leaked pool, a compiler)
                 if not exited:
                     exiting.add(child.pid)  # reported its code and is leaving: reaped later
+                work = _after_child(request)  # before the answer: the child's files are there
                 _send(outbox, {"id": rid, "pid": child.pid, "status": status})
+                if _run(work):
+                    # What the server set up now is for the children forked from here on:
+                    # the spare, forked before, is forked again (and readied again).
+                    expected = spare.expected
+                    spare.discard()
+                    spare = self._fork_spare(keep_closed=(inbox, outbox), expected=expected)
         finally:
             if spare is not None:
                 spare.discard()
@@ -334,6 +341,40 @@ class ForkServer:
             except ProcessLookupError:
                 pass
         self.stop()
+
+
+AfterChild = Callable[[dict[str, Any]], "Callable[[], bool] | None"]
+_AFTER_CHILD: list[AfterChild] = []
+
+
+def after_each_child(hook: AfterChild) -> None:
+    """In a fork server (from its preload): hook(request) runs when a child has ended, while
+    its directory is still there, and returns the work to do once its status is answered
+    (or None); what that work sets up, the children forked after it inherit. The work
+    returns True when it set up anything."""
+    _AFTER_CHILD.append(hook)
+
+
+def _after_child(request: dict[str, Any]) -> list[Callable[[], bool]]:
+    work = []
+    for hook in _AFTER_CHILD:
+        try:
+            done = hook(request)
+        except Exception:
+            continue  # sharing is an optimisation: the children do the work themselves
+        if done is not None:
+            work.append(done)
+    return work
+
+
+def _run(work: list[Callable[[], bool]]) -> bool:
+    changed = False
+    for done in work:
+        try:
+            changed = bool(done()) or changed
+        except Exception:
+            pass
+    return changed
 
 
 @dataclass

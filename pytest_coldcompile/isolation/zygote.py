@@ -10,20 +10,16 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-import shutil
 import sys
-import tempfile
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import pytest
 
 from pytest_coldcompile import options
-from pytest_coldcompile.child import pristine
+from pytest_coldcompile.child import pristine, shared_imports
 from pytest_coldcompile.devices import cuda
-from pytest_coldcompile.isolation.forkserver import ForkServer
+from pytest_coldcompile.isolation.forkserver import ForkServer, after_each_child
 from pytest_coldcompile.isolation.processes import exit_now
 from pytest_coldcompile.isolation.records import redirect_std_fds
 
@@ -83,6 +79,7 @@ class Zygote:
         # tells it whether the zygote is needed at all.
         assert self._go_read is not None
         assert self._go_write is not None
+        after_each_child(_share_imports)
         os.close(self._go_write)
         answer = os.read(self._go_read, 1)
         os.close(self._go_read)
@@ -90,7 +87,7 @@ class Zygote:
             return
         _assign_gpu()
         failed = []
-        with _scratch_caches():
+        with pristine.scratch_caches():
             for name in self.modules:
                 try:
                     importlib.import_module(name)
@@ -104,28 +101,23 @@ class Zygote:
             raise ImportError("cold_compile_preload: " + "\n".join(failed))
 
 
-@contextmanager
-def _scratch_caches() -> Iterator[None]:
-    """Caches of a scratch directory for the preload, removed after it.
+def _share_imports(request: dict[str, Any]) -> Any:
+    """The installed modules a child imported (shared_imports), imported here for the next
+    children, in that child's environment as it would have imported them."""
+    names = shared_imports.read_imported(str(request.get("orders", {}).get("dir", "")))
+    if not names:
+        return None
 
-    Some modules write to their cache directory as they are imported: torch._dynamo's import
-    creates Inductor's and writes its path into TORCHINDUCTOR_CACHE_DIR, which would be the
-    user's default location here. Nothing a preload makes is for the children, which start
-    from their own environment and private caches."""
-    scratch = tempfile.mkdtemp(prefix="pytest-coldcompile-zygote-")
-    scratch_env = {name: value for name, value in pristine.cache_env(scratch).items()
-                   if name != pristine.HEADER_DIR_ENV}
-    saved = {name: os.environ.get(name) for name in scratch_env}
-    os.environ.update(scratch_env)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        shutil.rmtree(scratch, ignore_errors=True)
+    def share() -> bool:
+        saved = dict(os.environ)
+        os.environ.update(request.get("env") or {})
+        try:
+            return shared_imports.import_all(names)  # under scratch caches
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    return share
 
 
 def _assign_gpu() -> None:
@@ -149,7 +141,9 @@ def _child_main(request: dict[str, Any]) -> NoReturn:
         if request.get("preload_error"):
             sys.stderr.write(f"pytest-coldcompile zygote: {request['preload_error']}\n")
         _forget_the_early_config()
+        before = shared_imports.modules_now()
         code = int(pytest.main(request["args"]))
+        shared_imports.write_imported(test_dir, before)  # for the zygote to share
     except BaseException:
         traceback.print_exc()
     finally:

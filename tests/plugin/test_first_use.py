@@ -1,0 +1,71 @@
+"""First-use imports are shared by the fork server: an installed module one cold child imported
+is already imported in the next ones, as in a later in-process test; the project's own modules
+and torch's compile stack never are."""
+
+from __future__ import annotations
+
+import json
+import sys
+import sysconfig
+import types
+from pathlib import Path
+
+import pytest
+from coldhelp import needs_fork, run
+
+from pytest_coldcompile.child import shared_imports
+
+TESTS = """
+import sys
+
+
+def test_first_imports():
+    assert "mailbox" not in sys.modules and "local_helper" not in sys.modules
+    import local_helper  # noqa: F401
+    import mailbox  # noqa: F401
+
+
+def test_later_finds_installed_modules_imported():
+    assert "mailbox" in sys.modules
+
+
+def test_later_finds_the_projects_own_code_cold():
+    assert "local_helper" not in sys.modules
+"""
+
+
+@needs_fork
+@pytest.mark.parametrize("mode", ["in-process", "fork", "zygote"])
+def test_an_installed_module_a_child_imported_is_shared(
+    pytester: pytest.Pytester, mode: str
+) -> None:
+    pytester.makepyfile(test_first=TESTS, local_helper="VALUE = 1\n")
+    cold = [] if mode == "in-process" else ["--cold-compile", f"--cold-compile-mode={mode}"]
+    result = run(pytester, "-o", "cold_compile_preload=", *cold)
+    if cold:
+        result.assert_outcomes(passed=3)
+    else:  # in-process the project's module stays imported too: a side effect of test one
+        result.assert_outcomes(passed=2, failed=1)
+
+
+def _fake(monkeypatch: pytest.MonkeyPatch, name: str, path: str) -> None:
+    module = types.ModuleType(name)
+    module.__file__ = path
+    monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_the_list_stops_at_the_compile_stack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a child imported after torch's compile stack may have been imported by it: the
+    server, whose Inductor cache directory is the user's, would import it too."""
+    stdlib = sysconfig.get_paths()["stdlib"]
+    before = set(sys.modules)
+    _fake(monkeypatch, "coldfake_first", f"{stdlib}/coldfake_first.py")
+    _fake(monkeypatch, "coldfake_project", str(tmp_path / "coldfake_project.py"))
+    _fake(monkeypatch, "torch._dynamo.coldfake", f"{stdlib}/coldfake_dynamo.py")
+    _fake(monkeypatch, "coldfake_after", f"{stdlib}/coldfake_after.py")
+    shared_imports.write_imported(str(tmp_path), before)
+    written = json.loads((tmp_path / shared_imports.IMPORTED).read_text())
+    assert written == ["coldfake_first"]
+    assert shared_imports.read_imported(str(tmp_path)) == ["coldfake_first"]
