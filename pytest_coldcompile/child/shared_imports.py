@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_coldcompile.child import pristine
+from pytest_coldcompile.devices import cuda
 
 IMPORTED = "imported-modules.json"
 """In a cold test's directory: the modules its child imported that its server may share."""
@@ -54,8 +55,15 @@ def modules_now() -> frozenset[str]:
 
 def write_imported(test_dir: str, before: Iterable[str]) -> None:
     """Write down, in test_dir, the installed modules imported since before, in import order,
-    up to the first one a server must never import: a module imported before it cannot have
-    been what imported it."""
+    up to the first one a server must never import. Nothing where this child initialized the
+    CUDA driver: any of its imports may have done it (a library asking the device's capability
+    as it is imported), and a server that imported it could fork no usable child again.
+
+    A module listed may still have imported a never-module (a module enters sys.modules before
+    its body runs): the server imports under scratch caches (``import_all``), as a zygote does
+    its preloads, so even the compile stack then touches none of the user's directories."""
+    if cuda.cuda_driver_initialized():
+        return
     seen = set(before)
     roots = _installed_roots()
     names = []

@@ -69,3 +69,19 @@ def test_the_list_stops_at_the_compile_stack(
     written = json.loads((tmp_path / shared_imports.IMPORTED).read_text())
     assert written == ["coldfake_first"]
     assert shared_imports.read_imported(str(tmp_path)) == ["coldfake_first"]
+
+
+def test_a_child_that_initialized_cuda_shares_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One of its imports may have initialized the driver; a server importing it could not fork
+    a usable child again."""
+    stdlib = sysconfig.get_paths()["stdlib"]
+    before = set(sys.modules)
+    _fake(monkeypatch, "coldfake_asks_the_device", f"{stdlib}/coldfake_asks_the_device.py")
+    monkeypatch.setattr(shared_imports.cuda, "cuda_driver_initialized", lambda: True)
+    shared_imports.write_imported(str(tmp_path), before)
+    assert not (tmp_path / shared_imports.IMPORTED).exists()
+    monkeypatch.setattr(shared_imports.cuda, "cuda_driver_initialized", lambda: False)
+    shared_imports.write_imported(str(tmp_path), before)
+    assert shared_imports.read_imported(str(tmp_path)) == ["coldfake_asks_the_device"]
