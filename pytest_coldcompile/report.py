@@ -35,7 +35,8 @@ FIGURES = (
 DEVICE_KEYS = ("smem_limit", "smem_device", "emulated_device", "emulation")
 """The device a cold test ran as: its shared-memory cap in bytes, the named device that cap is
 (if one's), the emulated device, and the emulation's kernels (``devices.emulate``)."""
-RECORD_KEYS = ("mode", "mode_reason", "total_s", *FIGURES, "selectors", *DEVICE_KEYS)
+RECORD_KEYS = ("mode", "mode_reason", "total_s", *FIGURES, "selectors", "launches",
+               *DEVICE_KEYS)
 """The keys of every test's record in the JSON report, besides its outcome."""
 GATE_KEYS = ("budget_s", "budget_exceeded", "warm", "baseline")
 """The CI gates' keys of every record (docs/ci-gates.md), null where a gate is off."""
@@ -67,6 +68,8 @@ def properties(
         props += [(PREFIX + key, summary.get(key)) for key in FIGURES]
         if summary.get("selectors"):
             props.append((PREFIX + "selectors", ",".join(summary["selectors"])))
+        if summary.get("launches") is not None:
+            props.append((PREFIX + "launches", summary["launches"]))
         props += [(PREFIX + key, summary[key]) for key in DEVICE_KEYS
                   if summary.get(key) is not None]
     return props

@@ -7,6 +7,7 @@ events are duck-typed and copied into plain LaunchEvent records.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import sys
 from collections.abc import Callable, Iterable
 from types import ModuleType
@@ -181,11 +182,13 @@ def subscribe(selectors: Iterable[Any], sink: Callable[[LaunchEvent], None]) -> 
 
 
 class EventTally:
-    """Counts events for the cold-test summary, and the largest admitted shared memory."""
+    """Counts events for the cold-test summary, the largest admitted shared memory, and which
+    launches were admitted or fell back (what a baseline compares: another tile, same bytes)."""
 
     def __init__(self) -> None:
         self.counts = {"probed": 0, "admitted": 0, "fallback": 0}
         self.max_admitted_shared: int | None = None
+        self._launches: set[str] = set()
 
     def __call__(self, event: LaunchEvent) -> None:
         bucket = KINDS.get(event.kind)
@@ -195,3 +198,11 @@ class EventTally:
         shared = event.resources.get("shared")
         if bucket == "admitted" and isinstance(shared, int):
             self.max_admitted_shared = max(shared, self.max_admitted_shared or 0)
+        if bucket in ("admitted", "fallback"):
+            config = json.dumps(dict(event.config), sort_keys=True, default=str)
+            self._launches.add(f"{event.kind} {event.op} {config}")
+
+    @property
+    def launches(self) -> list[str]:
+        """Each distinct admission and fallback as "KIND OP CONFIG", sorted."""
+        return sorted(self._launches)

@@ -83,6 +83,7 @@ class ChildContext:
             "backward_graphs": self.stats.backward_graphs,
             **self.tally.counts,
             "max_admitted_shared": self.tally.max_admitted_shared,
+            "launches": self.tally.launches,
             "selectors": [str(getattr(s, "name", "?")) for s in selectors.loaded()],
             "cap_patched": list(self.cap.patched) if self.cap else [],
             "smem_limit": self.smem_limit,

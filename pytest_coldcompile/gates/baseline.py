@@ -24,6 +24,7 @@ DETERMINISTIC = {
     "admitted": "change",
     "probed": "change",
     "max_admitted_shared": "change",  # another tile admitted
+    "launches": "change",  # another tile admitted, or a fallback, whatever its bytes
     "selectors": "change",
 }
 TIMINGS = ("compile_s", "selection_s", "tracing_s", "inductor_s")
@@ -109,10 +110,18 @@ def _cell(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
+def _cells(old: Any, new: Any) -> tuple[str, str]:
+    """A list figure (the launches) shows only what left and what came."""
+    if isinstance(old, list) and isinstance(new, list):
+        return ("; ".join(x for x in old if x not in new) or "-",
+                "; ".join(x for x in new if x not in old) or "-")
+    return _cell(old), _cell(new)
+
+
 def table(changes: list[Change]) -> list[str]:
     rows = [["kind", "test", "figure", "baseline", "now"]] + [
         [c.kind + (" (timing)" if c.figure in TIMINGS else ""), c.test, c.figure,
-         _cell(c.old), _cell(c.new)]
+         *_cells(c.old, c.new)]
         for c in changes
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(5)]

@@ -17,10 +17,11 @@ SELECTOR = """
 import pytest_coldcompile
 
 class Event:
-    def __init__(self, kind, shared, seconds):
+    def __init__(self, kind, shared, seconds, warps=4):
         self.kind, self.op, self.seconds = kind, "fwd", seconds
         self.outcome = "fits" if kind == "admit" else "out_of_resources"
-        self.config, self.resources = {"BLOCK": shared // 16}, {"shared": shared}
+        self.config = {"BLOCK": shared // 16, "warps": warps}
+        self.resources = {"shared": shared}
 
 class Fake:
     name = "fake"
@@ -31,9 +32,9 @@ class Fake:
     def subscribe(self, listener):
         self.listeners.append(listener)
         return lambda: self.listeners.remove(listener)
-    def emit(self, kind, shared=1024, seconds=0.0):
+    def emit(self, kind, shared=1024, seconds=0.0, warps=4):
         for listener in list(self.listeners):
-            listener(Event(kind, shared, seconds))
+            listener(Event(kind, shared, seconds, warps))
 
 S = pytest_coldcompile.register_selector(Fake())
 """
@@ -87,12 +88,14 @@ def test_changes_are_listed_regressions_first_and_recorded(pytester: pytest.Pyte
     result.assert_outcomes(passed=4)
     assert result.ret == 0  # not strict: reported only
     result.stdout.fnmatch_lines([
-        "*= cold compile baseline: 6 changes against old.json (timings beyond 25% and 0.5 s) =*",
+        "*= cold compile baseline: 8 changes against old.json (timings beyond 25% and 0.5 s) =*",
         "kind *test *figure *baseline *now",
         "regression *test_suite.py::test_fallback *fallback *0 *1",
         "regression (timing) *test_suite.py::test_slow *selection_s *1.00 *3.00",
         "change *test_suite.py::test_fallback *admitted *1 *0",
+        "change *test_suite.py::test_fallback *launches *admit fwd* *fallback fwd*",
         "change *test_suite.py::test_tile *max_admitted_shared *4096 *8192",
+        "change *test_suite.py::test_tile *launches *BLOCK*: 256* *BLOCK*: 512*",
         "new *test_suite.py::test_new *test *- *passed",
         "gone *test_suite.py::test_gone *test *passed *-",
     ])
@@ -104,7 +107,9 @@ def test_changes_are_listed_regressions_first_and_recorded(pytester: pytest.Pyte
     }]
     tile = records["test_suite.py::test_tile"]["baseline"]
     assert [(c["figure"], c["old"], c["new"], c["deterministic"]) for c in tile] == [
-        ("max_admitted_shared", 4096, 8192, True)]
+        ("max_admitted_shared", 4096, 8192, True),
+        ("launches", ['admit fwd {"BLOCK": 256, "warps": 4}'],
+         ['admit fwd {"BLOCK": 512, "warps": 4}'], True)]
     assert {len(r) for r in records.values()} == {len(records["test_suite.py::test_new"])}
 
 
@@ -114,7 +119,7 @@ def test_strict_fails_the_session_on_deterministic_changes_only(pytester: pytest
     result.assert_outcomes(passed=4)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "cold-compile: --cold-compile-baseline-strict: 3 deterministic changes (graphs, "
+        "cold-compile: --cold-compile-baseline-strict: 5 deterministic changes (graphs, "
         "admissions, fallbacks) against old.json; failing the session"
     ])
     # Against itself, with the timing moved only: the session passes.
@@ -172,3 +177,26 @@ def test_a_bad_baseline_is_a_usage_error_naming_the_option_and_path(
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--cold-compile", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+@needs_fork
+def test_another_tile_with_the_same_bytes_is_a_deterministic_change(
+    pytester: pytest.Pytester,
+) -> None:
+    """The admitted config itself is compared, not only its shared memory."""
+    pytester.makeconftest(conftest(SELECTOR))
+    pytester.makepyfile(test_suite="import conftest\n\ndef test_tile():\n"
+                                   "    conftest.S.emit('admit', shared=4096, warps=4)\n")
+    run(pytester, "--cold-compile", "--cold-compile-report=old.json").assert_outcomes(passed=1)
+    pytester.makepyfile(test_suite="import conftest\n\ndef test_tile():\n"
+                                   "    conftest.S.emit('admit', shared=4096, warps=8)\n")
+    result = run(pytester, "--cold-compile", "--cold-compile-baseline=old.json",
+                 "--cold-compile-baseline-strict", "--cold-compile-report=new.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        '*change*test_tile*launches*admit fwd {"BLOCK": 256, "warps": 4}'
+        '*admit fwd {"BLOCK": 256, "warps": 8}*',
+    ])
+    record = json.loads((pytester.path / "new.json").read_text())["test_suite.py::test_tile"]
+    assert record["launches"] == ['admit fwd {"BLOCK": 256, "warps": 8}']
+    assert [c["figure"] for c in record["baseline"]] == ["launches"]
