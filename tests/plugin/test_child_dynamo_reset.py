@@ -13,6 +13,8 @@ from coldhelp import needs_fork, needs_modules, run
 pytestmark = [needs_fork, needs_modules("torch")]
 
 RESETTING_TESTS = """
+import os
+
 import pytest
 import torch
 import torch._dynamo
@@ -20,9 +22,11 @@ from torch._dynamo.test_case import TestCase
 from torch._dynamo.utils import counters
 
 
+BACKEND = os.environ["RESET_TEST_BACKEND"]
+
 def test_reset_in_the_body():
     torch._dynamo.reset()
-    torch.compile(lambda x: x.sin() + 1)(torch.randn(8))
+    torch.compile(lambda x: x.sin() + 1, backend=BACKEND)(torch.randn(8))
 
 
 @pytest.fixture
@@ -35,12 +39,12 @@ def fresh_dynamo():
 
 
 def test_reset_in_a_fixture(fresh_dynamo):
-    torch.compile(lambda x: x.cos() * 2)(torch.randn(8))
+    torch.compile(lambda x: x.cos() * 2, backend=BACKEND)(torch.randn(8))
 
 
 class TestDynamoCase(TestCase):
     def test_compiles(self):
-        torch.compile(lambda x: x.sin() + 1)(torch.randn(8))
+        torch.compile(lambda x: x.sin() + 1, backend=BACKEND)(torch.randn(8))
 """
 
 
@@ -57,8 +61,14 @@ class TestCase(unittest.TestCase):
 """
 
 
-@pytest.mark.parametrize("mode", ["fork", "zygote", "spawn"])
-def test_compile_figures_survive_a_dynamo_reset(pytester: pytest.Pytester, mode: str) -> None:
+# Inductor in one mode; the others trace through AOTAutograd alone (aot_eager), which is what
+# the reset took the figures of, at a fraction of a cold C++ compile's time.
+@pytest.mark.parametrize(("mode", "backend"), [("fork", "inductor"), ("zygote", "aot_eager"),
+                                               ("spawn", "aot_eager")])
+def test_compile_figures_survive_a_dynamo_reset(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: str, backend: str
+) -> None:
+    monkeypatch.setenv("RESET_TEST_BACKEND", backend)
     pytester.makepyfile(test_resets=RESETTING_TESTS)
     if importlib.util.find_spec("expecttest") is None:
         pytester.makepyfile(expecttest=EXPECTTEST_STAND_IN)
@@ -72,9 +82,10 @@ def test_compile_figures_survive_a_dynamo_reset(pytester: pytest.Pytester, mode:
     for nodeid, entry in entries.items():
         assert entry["compile_s"] > 0, (nodeid, entry)
         assert entry["tracing_s"] > 0, (nodeid, entry)
-        assert entry["inductor_s"] > 0, (nodeid, entry)
         assert entry["frames"] >= 1, (nodeid, entry)
-        assert entry["forward_graphs"] == 1, (nodeid, entry)
+        if backend == "inductor":
+            assert entry["inductor_s"] > 0, (nodeid, entry)
+            assert entry["forward_graphs"] == 1, (nodeid, entry)
 
 
 COUNTER_TESTS = """
