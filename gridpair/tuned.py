@@ -25,11 +25,8 @@ _P49 = (49, 1, 1, 256, 584)  # lmax 6, F=1, K=1, C=256, G=584
 
 TunedKey = tuple[str, str, torch.dtype, tuple[int, int, int, int, int]]
 
-# (device name as torch reports it, op, dtype, (D, F, K, C, G)) -> tiles, best first.
-# Fastest validated tiles of the H200 sweeps, 300 nodes, torch 2.11 / triton 3.6, kernels timed
-# in CUDA graphs: P147 from the sweep of the launches specialized by scalar class
-# (docs/evidence/h200/round6/call4/sweep.jsonl), P49 from the earlier one
-# (docs/evidence/h200/sweep-p49-bf16-graph-timed.jsonl).
+# (device name as torch reports it, op, dtype, (D, F, K, C, G)) -> tiles, best first; chosen by
+# sweep on the H200 (docs/design-gridpair.md, "Tuned tiles").
 TUNED: dict[TunedKey, tuple[Tile, ...]] = {
     (_H200, "fwd", torch.bfloat16, _P147): (Tile(128, 64, 3, 8), Tile(64, 32, 3, 4)),
     (_H200, "bwd", torch.bfloat16, _P147): (Tile(128, 32, 3, 8), Tile(128, 32, 4, 8)),

@@ -371,14 +371,26 @@ def timeout_for(item: pytest.Item) -> tuple[float | None, str]:
         raise ValueError(f"cold_compile marker of {item.nodeid}: expected cold_compile or "
                          f"cold_compile(timeout=SECONDS), got {marker!r} (its keyword "
                          "arguments: timeout=SECONDS, budget=SECONDS)")
-    if marker is not None and marker.kwargs.get("timeout") is not None:
-        source = f"cold_compile(timeout=...) marker of {item.nodeid}"
-        try:
-            return parse_timeout(marker.kwargs["timeout"], source), source
-        except pytest.UsageError as exc:
-            raise ValueError(str(exc)) from None
+    given = marker_seconds(item, "timeout")
+    if given is not None:
+        return given
     s = settings(item.config)
     return s.timeout, s.timeout_source
+
+
+def marker_seconds(item: pytest.Item, name: str) -> tuple[float | None, str] | None:
+    """The cold_compile marker's ``name=SECONDS`` of item and its source; None where not given.
+
+    Raises ValueError naming the marker when the value is not a number of seconds >= 0.
+    """
+    marker = item.get_closest_marker("cold_compile")
+    if marker is None or marker.kwargs.get(name) is None:
+        return None
+    source = f"cold_compile({name}=...) marker of {item.nodeid}"
+    try:
+        return parse_timeout(marker.kwargs[name], source), source
+    except pytest.UsageError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def smem_limit_for(item: pytest.Item) -> tuple[int | None, str]:

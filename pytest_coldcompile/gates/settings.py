@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile.options import _resolve, parse_switch, parse_timeout
+from pytest_coldcompile.options import _resolve, marker_seconds, parse_switch, parse_timeout
 
 BUDGET_HELP = (
     "Fail a cold test whose compile time (launch selection + tracing + Inductor, as in the "
@@ -117,12 +117,8 @@ def budget_for(item: pytest.Item) -> tuple[float | None, str]:
 
     Raises ValueError naming the marker when its budget is not a number of seconds >= 0.
     """
-    marker = item.get_closest_marker("cold_compile")
-    if marker is not None and marker.kwargs.get("budget") is not None:
-        source = f"cold_compile(budget=...) marker of {item.nodeid}"
-        try:
-            return parse_timeout(marker.kwargs["budget"], source), source
-        except pytest.UsageError as exc:
-            raise ValueError(str(exc)) from None
+    given = marker_seconds(item, "budget")
+    if given is not None:
+        return given
     g = settings(item.config)
     return g.budget, g.budget_source
