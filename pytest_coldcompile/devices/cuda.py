@@ -128,6 +128,7 @@ def cuda_driver_loaded() -> bool:
     return cuda_driver_path() is not None
 
 
+DRIVER_SONAME = "libcuda.so.1"  # the driver's soname, whatever file it is loaded from
 # CUresult of any driver call but cuInit and cuDriverGetVersion before cuInit (cuda.h).
 CUDA_ERROR_NOT_INITIALIZED = 3
 
@@ -135,20 +136,22 @@ CUDA_ERROR_NOT_INITIALIZED = 3
 def cuda_driver_initialized() -> bool:
     """Whether cuInit has run in this process: a fork of it could not use CUDA then.
 
-    Not mapped: certainly not. Mapped: ask the mapped library itself (dlopen of the same file
-    returns the handle already loaded) with cuDeviceGetCount, which answers
-    CUDA_ERROR_NOT_INITIALIZED before cuInit and initializes nothing. Any other answer, a
-    failed cuInit's error included, counts as initialized: forking is then not known to be safe.
+    Not loaded: certainly not. Loaded: ask the loaded library itself with cuDeviceGetCount,
+    which answers CUDA_ERROR_NOT_INITIALIZED before cuInit and initializes nothing. Any other
+    answer, a failed cuInit's error included, counts as initialized: forking is then not known
+    to be safe. Cheap enough to ask after every collected module: the loaded driver is found by
+    its soname (dlopen with RTLD_NOLOAD loads nothing), not by reading /proc/self/maps.
     """
-    path = cuda_driver_path()
-    if path is None:
-        return False
-    try:
-        import ctypes
+    import ctypes
 
+    try:
+        driver = ctypes.CDLL(DRIVER_SONAME, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return False  # not loaded
+    try:
         count = ctypes.c_int()
-        rc = ctypes.CDLL(path).cuDeviceGetCount(ctypes.byref(count))
-    except (OSError, AttributeError):
+        rc = driver.cuDeviceGetCount(ctypes.byref(count))
+    except AttributeError:
         return True  # a libcuda we cannot ask: assume the worst
     return rc != CUDA_ERROR_NOT_INITIALIZED
 
