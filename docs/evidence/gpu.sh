@@ -6,8 +6,12 @@
 #   tests       gridpair's CUDA tests
 #   plugin      the plugin's GPU tests (fork, zygote, shared-memory cap, isolation)
 #   two-gpus    xdist on two GPUs: each worker's cold children see one GPU (nvidia-h200-x2)
-#   regressions every cold regression, and the proof (the unvalidated selector fails cold, a
-#               warm run masks it)
+#   regressions every cold regression, and the proof in prove mode (the unvalidated selector
+#               fails cold: caught; a warm run masks it)
+#   gates       every cold regression with the warm-cache check and a compile budget, then
+#               against the first run's report as a baseline
+#   emulate     device emulation: the named-device and emulation tests (the requires_cuda one
+#               too: the real sm_90 compile beside the emulated device's), the emulation bench
 #   cold        the capped P147 regressions one after another and two at once, with reports
 #   zygote      the same one after another: fork, zygote, zygote preloading the compile stack
 #   phases      the phases of one cold capped step per precision, each phase's Triton compiles
@@ -22,7 +26,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-(($#)) || { sed -n '2,18p' "$0"; exit 2; }
+(($#)) || { sed -n '2,23p' "$0"; exit 2; }
 
 CAP=101376
 T=tests/regressions/test_cold_force_loss.py::test_compiled_force_loss_step_cold
@@ -49,7 +53,8 @@ step() {
     plugin)
         run plugin-gpu 300 "${PYTEST[@]}" -p no:randomly -n 4 tests/plugin/test_gpu.py \
             tests/plugin/test_smem.py tests/plugin/test_zygote.py tests/plugin/test_gpu_fork.py \
-            tests/plugin/test_fork_ahead.py tests/plugin/test_isolation.py
+            tests/plugin/test_fork_ahead.py tests/plugin/test_isolation.py \
+            tests/plugin/test_cuda_init.py tests/plugin/test_prove.py
         run cold-cuda-after-is-available 120 env COLDCOMPILE_TEST_CUDA_AT_COLLECTION=1 \
             "${PYTEST[@]}" -p no:randomly tests/plugin/test_gpu.py --cold-compile -v \
             -k "test_cold_child_uses_cuda or test_device_facts_match_what_cuda_reports" \
@@ -63,7 +68,27 @@ step() {
         run regressions-all-cold 200 "${PYTEST[@]}" --cold-compile \
             tests/regressions/test_cold_force_loss.py -n 2 \
             --cold-compile-report="$OUT/all-report.json"
-        run proof 200 "${PYTEST[@]}" tests/regressions/test_proof.py -n 3 ;;
+        run prove 240 "${PYTEST[@]}" tests/regressions/test_proof.py -n 4 --cold-compile-prove \
+            --cold-compile-report="$OUT/prove-report.json" --junitxml="$OUT/prove.xml"
+        python3 - "$OUT/prove-report.json" >> "$OUT/summary.txt" <<'PY'
+import json, sys
+for test, r in json.load(open(sys.argv[1])).items():
+    if r.get("proof"):
+        p = r["proof"]
+        print("proof", test, p.get("verdict"), p.get("exception"), p.get("masked"))
+PY
+        ;;
+    gates)
+        run gates-warm-check 300 "${PYTEST[@]}" --cold-compile --cold-compile-warm-check \
+            --cold-compile-budget=120 tests/regressions/test_cold_force_loss.py -n 4 \
+            --cold-compile-report="$OUT/warm-check-report.json"
+        run gates-baseline 200 "${PYTEST[@]}" --cold-compile tests/regressions/test_cold_force_loss.py \
+            -n 4 --cold-compile-baseline="$OUT/warm-check-report.json" \
+            --cold-compile-report="$OUT/baseline-report.json" ;;
+    emulate)
+        run emulate-tests 300 "${PYTEST[@]}" -n 4 tests/plugin/test_emulate.py \
+            tests/plugin/test_named_devices.py
+        run bench-emulation 120 env TRITON_INTERPRET=1 python3 benchmarks/bench_emulation.py ;;
     cold)
         run regressions-serial 200 "${PYTEST[@]}" -p no:randomly --cold-compile \
             --smem-limit $CAP "${SERIAL[@]}" --cold-compile-report="$OUT/cold-report-serial.json"
@@ -124,7 +149,7 @@ step() {
 
 for name in "$@"; do  # refuse a misspelt step before spending any device time
     case "$name" in
-    tests|plugin|two-gpus|regressions|cold|zygote|phases|selection|bench|eager|isolation|sweep) ;;
+    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep) ;;
     *) step "$name"; exit 2 ;;
     esac
 done
