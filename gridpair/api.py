@@ -1,12 +1,11 @@
 """The public operator ``grid_pair``: checks its input, then runs the eager path or the
 custom-op chain."""
 
-import torch
 from torch import Tensor
 
-from gridpair import ops  # noqa: F401  (registers torch.ops.gridpair.*)
 from gridpair.eager import grid_pair_eager
 from gridpair.inputs import check_constant_projectors, check_operands
+from gridpair.ops import forward_checked  # (and registers torch.ops.gridpair.*)
 from gridpair.tracing import nothing_traces
 
 
@@ -28,10 +27,10 @@ def grid_pair(
     Fused Triton kernels run on CUDA with a launch validated for the device; elsewhere, and
     where no launch fits, the same custom ops compute the reference composition. Eager calls
     on real CUDA tensors skip the custom ops' dispatch (``gridpair.eager``); anything traced
-    sees ``torch.ops.gridpair.*``.
+    sees ``torch.ops.gridpair.*``. The input is checked once, here, on either path.
     """
     check_operands(left, right, to_grid, from_grid, n_frames)
     check_constant_projectors(to_grid, from_grid)
     if nothing_traces((left, right, to_grid, from_grid)):
         return grid_pair_eager(left, right, to_grid, from_grid, n_frames)
-    return torch.ops.gridpair.grid_pair_fwd(left, right, to_grid, from_grid, n_frames)
+    return forward_checked(left, right, to_grid, from_grid, n_frames)

@@ -1,19 +1,64 @@
-"""The shared vocabulary of the grid-pair kernels: launch geometry, tiles, the slot cover, and
-the one builder of a launch's arguments and constexprs.
+"""The shared vocabulary of the grid-pair kernels: launch geometry, tiles, the slot cover, each
+kernel's interface (its operands, results, result dtypes and launch scalars), and the one builder
+of a launch's arguments and constexprs.
 
 ``kernel_arguments`` and ``kernel_constexprs`` are the single source of a launch's
 specialization: ``validation`` builds its compile from them with dtype placeholders, ``launch``
-builds the real launch from them, so both compile the same kernel.
+builds the real launch from them, so both compile the same kernel. The interface tables are read
+by every layer (the signature, the ladder, validation, the launch, the reference composition);
+``kernels`` holds the kernels alone, which only a launch enters.
 """
 
 import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
+T = TypeVar("T")
 
+# -- each kernel's interface ------------------------------------------------------------------
+
+OPERAND_STRIDES = ("stride_n", "stride_d", "stride_f", "stride_c")
+
+# Operands of each kernel in launch order; in the signature they are followed by the two padded
+# projectors, the results, the row count and the four strides of every operand. Results are
+# contiguous, so their layout follows from the constexprs.
+OPERANDS = {
+    "fwd": ("left", "right"),
+    "bwd": ("grad_out", "left", "right"),
+    "bwd2": ("grad_out", "left", "right", "grad_grad_left", "grad_grad_right"),
+}
+RESULTS = {
+    "fwd": ("out",),
+    "bwd": ("grad_left", "grad_right"),
+    "bwd2": ("grad_grad_out", "grad2_left", "grad2_right"),
+}
+# Where each result's dtype comes from: the operand at that index (a gradient takes the dtype of
+# the operand it is the gradient of), or None for the compute dtype (the projectors'). The
+# kernels store each result in its dtype from fp32 accumulators.
+RESULT_DTYPE_FROM = {
+    "fwd": (None,),
+    "bwd": (1, 2),
+    "bwd2": (0, 1, 2),
+}
+
+
+def result_dtypes(op: str, operand_dtypes: Sequence[T], compute_dtype: T) -> tuple[T, ...]:
+    """The dtype of each result of kernel ``op`` (``RESULT_DTYPE_FROM``)."""
+    return tuple(compute_dtype if index is None else operand_dtypes[index]
+                 for index in RESULT_DTYPE_FROM[op])
+
+
+LAUNCH_SCALARS = {
+    op: ("n_rows", *(f"{name}_{stride}" for name in names for stride in OPERAND_STRIDES))
+    for op, names in OPERANDS.items()
+}
+
+
+# -- geometry and tiles -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Geometry:
     """Static geometry of a launch: everything but the node count N and the strides."""

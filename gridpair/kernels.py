@@ -21,49 +21,20 @@ float32: each row tile is rounded to the compute dtype as it is loaded, so the d
 cast before the launch gives, and a gradient of a float32 operand is stored in float32.
 """
 
-from collections.abc import Sequence
-from typing import TypeVar
-
 import triton
 import triton.language as tl
 
-T = TypeVar("T")
-
-OPERAND_STRIDES = ("stride_n", "stride_d", "stride_f", "stride_c")
-
-# Operands of each kernel in launch order; in the signature they are followed by the two padded
-# projectors, the results, the row count and the four strides of every operand. Results are
-# contiguous, so their layout follows from the constexprs.
-OPERANDS = {
-    "fwd": ("left", "right"),
-    "bwd": ("grad_out", "left", "right"),
-    "bwd2": ("grad_out", "left", "right", "grad_grad_left", "grad_grad_right"),
-}
-RESULTS = {
-    "fwd": ("out",),
-    "bwd": ("grad_left", "grad_right"),
-    "bwd2": ("grad_grad_out", "grad2_left", "grad2_right"),
-}
-# Where each result's dtype comes from: the operand at that index (a gradient takes the dtype of
-# the operand it is the gradient of), or None for the compute dtype (the projectors'). The
-# kernels store each result in its dtype from fp32 accumulators.
-RESULT_DTYPE_FROM = {
-    "fwd": (None,),
-    "bwd": (1, 2),
-    "bwd2": (0, 1, 2),
-}
-
-
-def result_dtypes(op: str, operand_dtypes: Sequence[T], compute_dtype: T) -> tuple[T, ...]:
-    """The dtype of each result of kernel ``op`` (``RESULT_DTYPE_FROM``)."""
-    return tuple(compute_dtype if index is None else operand_dtypes[index]
-                 for index in RESULT_DTYPE_FROM[op])
-
-
-LAUNCH_SCALARS = {
-    op: ("n_rows", *(f"{name}_{stride}" for name in names for stride in OPERAND_STRIDES))
-    for op, names in OPERANDS.items()
-}
+# Each kernel's operands, results and launch scalars, and where each result's dtype comes from:
+# the kernels' interface, which every layer reads, is vocabulary (``geometry``). Importable from
+# here too.
+from gridpair.geometry import (  # noqa: F401
+    LAUNCH_SCALARS,
+    OPERAND_STRIDES,
+    OPERANDS,
+    RESULT_DTYPE_FROM,
+    RESULTS,
+    result_dtypes,
+)
 
 
 @triton.jit

@@ -7,8 +7,7 @@ from itertools import product
 import torch
 
 from gridpair import tuned
-from gridpair.geometry import Geometry, Tile, next_power_of_two, slot_cover
-from gridpair.kernels import OPERANDS, RESULTS
+from gridpair.geometry import OPERANDS, RESULTS, Geometry, Tile, next_power_of_two, slot_cover
 
 # Tile axes, most aggressive first: (row block, grid block, stages); each tile takes the fewest
 # warps that keep its resident values in registers. Chosen by sweep (docs/design-gridpair.md):

@@ -12,8 +12,16 @@ from torch import Tensor
 from torch.library import wrap_triton
 from triton import knobs
 
-from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs, slot_cover
-from gridpair.kernels import KERNELS, OPERANDS, result_dtypes
+from gridpair.geometry import (
+    OPERANDS,
+    Geometry,
+    Tile,
+    kernel_arguments,
+    kernel_constexprs,
+    result_dtypes,
+    slot_cover,
+)
+from gridpair.kernels import KERNELS
 from gridpair.signature import LaunchKey, needs_wide_offsets
 from gridpair.tracing import interpreted, is_plain, nothing_traces, rounds_on_load
 
@@ -83,7 +91,7 @@ def launch(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tens
     they are loaded, when they are real tensors; traced ones are cast to fresh contiguous
     tensors first, a cast the compiler fuses into the kernel that makes them
     (``signature.Signature.rounded_on_load``). Results are contiguous, each in its dtype
-    (``kernels.RESULT_DTYPE_FROM``: a gradient in its operand's, the forward's output in the
+    (``geometry.RESULT_DTYPE_FROM``: a gradient in its operand's, the forward's output in the
     compute dtype), stored by the kernel. ``direct``: nothing traces this call (the eager path),
     so the JIT runs the kernel itself and padded projectors are reused; otherwise
     ``wrap_triton`` records the launch. ``key``, with ``direct``: the selector's key for these

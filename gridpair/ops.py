@@ -11,6 +11,7 @@ the compiler sees a traceable graph in every case and on every device.
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -20,18 +21,50 @@ from torch.library import triton_op
 
 from gridpair import autograd, reference
 from gridpair.active import active_selector, using_selector
+from gridpair.geometry import OPERANDS
 from gridpair.inputs import check_constant_projectors, check_inputs
-from gridpair.kernels import KERNELS, OPERANDS
+from gridpair.kernels import KERNELS
 from gridpair.launch import launch
+
+# The arguments of ``grid_pair``'s own call of the forward op, which ``grid_pair`` has checked,
+# for as long as that call lasts (``forward_checked``).
+_CHECKED: ContextVar[tuple[object, ...] | None] = ContextVar("gridpair_checked_arguments",
+                                                             default=None)
+
+
+def forward_checked(left: Tensor, right: Tensor, to_grid: Tensor, from_grid: Tensor,
+                    n_frames: int) -> Tensor:
+    """``torch.ops.gridpair.grid_pair_fwd`` on arguments that ``grid_pair`` has checked: the op
+    takes these very arguments as checked, so a traced ``grid_pair`` call checks its input once.
+    (Any other arguments - autocast's casts, another caller's - the op checks itself.)"""
+    if torch.compiler.is_compiling():  # Dynamo traces no ContextVar: the op checks again
+        return torch.ops.gridpair.grid_pair_fwd(left, right, to_grid, from_grid, n_frames)
+    token = _CHECKED.set((left, right, to_grid, from_grid, n_frames))
+    try:
+        return torch.ops.gridpair.grid_pair_fwd(left, right, to_grid, from_grid, n_frames)
+    finally:
+        _CHECKED.reset(token)
+
+
+def _checked_by_grid_pair(op: str, tensors: Sequence[Tensor], n_frames: int,
+                          compute_dtype: torch.dtype | None) -> bool:
+    """Whether this is ``grid_pair``'s call of the forward op on the arguments it checked: the
+    same check, word for word, as the op's own would be (``compute_dtype`` None)."""
+    checked = _CHECKED.get()
+    return (checked is not None and op == "fwd" and compute_dtype is None
+            and len(tensors) == 4 and all(a is b for a, b in zip(checked, tensors))
+            and type(n_frames) is int and checked[4] == n_frames)
 
 
 def _compute(op: str, operands: Sequence[Tensor], to_grid: Tensor, from_grid: Tensor,
              n_frames: int, compute_dtype: torch.dtype | None) -> tuple[Tensor, ...]:
-    # The ops are public too: they check everything grid_pair checks, projectors included.
-    where = f"gridpair::grid_pair_{op}: "
-    check_inputs(dict(zip(OPERANDS[op], operands, strict=True)), to_grid, from_grid, n_frames,
-                 compute_dtype=compute_dtype, where=where)
-    check_constant_projectors(to_grid, from_grid, where=where)
+    # The ops are public too: they check everything grid_pair checks, projectors included -
+    # but not grid_pair's own input again.
+    if not _checked_by_grid_pair(op, (*operands, to_grid, from_grid), n_frames, compute_dtype):
+        where = f"gridpair::grid_pair_{op}: "
+        check_inputs(dict(zip(OPERANDS[op], operands, strict=True)), to_grid, from_grid,
+                     n_frames, compute_dtype=compute_dtype, where=where)
+        check_constant_projectors(to_grid, from_grid, where=where)
     # The kernels read contiguous projectors: a no-op for the usual constant buffers, and their
     # layout cannot then change the compiled kernel.
     to_grid, from_grid = to_grid.contiguous(), from_grid.contiguous()

@@ -7,8 +7,8 @@ to where no launch fits or no GPU is present, and (in float64) the yardstick of 
 import torch
 from torch import Tensor
 
+from gridpair.geometry import result_dtypes
 from gridpair.inputs import check_operands
-from gridpair.kernels import result_dtypes
 
 
 def _split_frames(x: Tensor, n_frames: int) -> Tensor:
@@ -87,7 +87,7 @@ def of_op(op: str, *args: Tensor) -> tuple[Tensor, ...]:
 
     Computed in the projectors' dtype, as the kernels compute: operands in another dtype
     (float32 under autocast) are cast to it first, and each result is cast to its dtype
-    (``kernels.RESULT_DTYPE_FROM``)."""
+    (``geometry.RESULT_DTYPE_FROM``)."""
     *operands, to_grid_, from_grid_, n_frames = args
     compute = to_grid_.dtype
     dtypes = result_dtypes(op, [x.dtype for x in operands], compute)

@@ -9,6 +9,7 @@ The next candidates of a ladder, and the ladders of an op's siblings, compile ah
 threads; what a search decides and reports is that of the serial search (see ``pool.Workers``).
 """
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -25,7 +26,7 @@ from gridpair.geometry import Tile
 from gridpair.ladder import candidates as tile_candidates
 from gridpair.pool import Task, Workers, compiles_ahead, default_workers
 from gridpair.signature import LaunchKey, launch_key, sibling_keys
-from gridpair.validation import Compiled, compile_candidate
+from gridpair.validation import validate as validate_launch
 
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -187,11 +188,14 @@ class LaunchSelector:
 
     def _decide(self, key: LaunchKey, limits: DeviceLimits, probe_all: bool,
                 start: float, siblings: bool = True) -> Decision:
-        early = siblings and self.workers >= _EARLY_SIBLINGS_FROM
-        if early and key.signature.dtype in FUSED_DTYPES:
-            for sibling in self.siblings(key):
+        fused = key.signature.dtype in FUSED_DTYPES
+        # The keys to validate ahead, made once and with the key (the signature layer's work),
+        # before the search goes down to the ladder and the compiles.
+        ahead = self.siblings(key) if siblings and fused else []
+        if ahead and self.workers >= _EARLY_SIBLINGS_FROM:
+            for sibling in ahead:
                 self._validate_ahead(sibling, limits)
-        if key.signature.dtype not in FUSED_DTYPES:
+        if not fused:
             decision = Decision(key, ())
             self._emit("fallback", key, None, {"limit": key.limit}, UNSUPPORTED,
                        time.perf_counter() - start)
@@ -199,10 +203,9 @@ class LaunchSelector:
             decision = self._search(key, limits, probe_all, start)
         self._decisions[key] = decision
         self._revision += 1
-        self._forget_tasks(key)
-        if siblings and key.signature.dtype in FUSED_DTYPES:
-            for sibling in self.siblings(key):
-                self._validate_ahead(sibling, limits)
+        self._forget_tasks(decision)
+        for sibling in ahead:
+            self._validate_ahead(sibling, limits)
         return decision
 
     def siblings(self, key: LaunchKey) -> list[LaunchKey]:
@@ -213,9 +216,11 @@ class LaunchSelector:
         """Tuned tiles for this exact device first, then the generated ladder, no repeats."""
         return tile_candidates(key.op, key.geometry, key.signature.dtype, device_name)
 
-    def validate(self, key: LaunchKey, tile: Tile, limits: DeviceLimits) -> Compiled:
-        """Compile ``tile``; OutOfResources if the device cannot load it. Overridable."""
-        return compile_candidate(key.op, key.geometry, tile, key.signature, limits)
+    # The compile of one candidate: ``validation.validate(key, tile, limits)`` itself, so that
+    # the search's compile tasks call the validation layer directly. Overridable: a subclass's
+    # ``validate(self, key, tile, limits) -> Compiled`` takes its place, bound into each task
+    # (``_task``) before the task reaches the pool.
+    validate = staticmethod(validate_launch)
 
     @property
     def workers(self) -> int:
@@ -265,7 +270,8 @@ class LaunchSelector:
         with self._tasks_lock:
             task = self._tasks.get((key, tile))
             if task is None:
-                task = Task(lambda: self.validate(key, tile, limits), self._generation)
+                task = Task(functools.partial(self.validate, key, tile, limits),
+                            self._generation)
                 self._tasks[(key, tile)] = task
             return task
 
@@ -277,12 +283,16 @@ class LaunchSelector:
                 self._pool = Workers(self.workers)
             self._pool.submit(task, urgent)
 
-    def _forget_tasks(self, key: LaunchKey) -> None:
+    def _forget_tasks(self, decision: Decision) -> None:
         # A decided key reads the decision cache; compiles beyond its admitted tile are dropped
-        # unheard (speculative work is never a probe).
+        # unheard (speculative work is never a probe). The probed ones are done: the search
+        # waited for each.
+        probed = {probe.tile for probe in decision.probes}
         with self._tasks_lock:
-            for pair in [pair for pair in self._tasks if pair[0] == key]:
-                self._tasks.pop(pair).cancel()
+            for pair in [pair for pair in self._tasks if pair[0] == decision.key]:
+                task = self._tasks.pop(pair)
+                if pair[1] not in probed:
+                    task.cancel()
 
     def _validate_ahead(self, key: LaunchKey, limits: DeviceLimits) -> None:
         """Compile ``key``'s ladder in the background, as far as a serial search would go, so

@@ -4,14 +4,13 @@ decision is cached under. Works alike on real, fake and functional tensors.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from gridpair.devices import DeviceLimits
-from gridpair.geometry import Geometry
-from gridpair.kernels import OPERANDS
+from gridpair.geometry import OPERANDS, Geometry
 from gridpair.tracing import is_plain, rounds_on_load
 
 # Triton's JIT specializes an integer argument on its value's class: 1 becomes a constant, a
@@ -32,26 +31,38 @@ class Signature:
     aligned: tuple[bool, ...]  # per operand: base address a multiple of 16 bytes
     wide: bool  # some reachable offset, stride or the row count needs 64 bits
     # The class of each launch scalar, in kernel order: the row count, then each operand's
-    # four strides (kernels.LAUNCH_SCALARS).
+    # four strides (geometry.LAUNCH_SCALARS).
     scalars: tuple[str, ...]
     # Per operand, where some operand comes in another dtype than ``dtype`` (float32 under
     # autocast); empty when every operand is in ``dtype``, so keys of one-dtype launches do not
     # depend on how they were formed. Each result takes its dtype from these
-    # (``kernels.RESULT_DTYPE_FROM``): the kernels store gradients in float32 themselves.
+    # (``geometry.RESULT_DTYPE_FROM``): the kernels store gradients in float32 themselves.
     operand_dtypes: tuple[torch.dtype, ...] = ()
     # How such operands reach the kernel: as they are, rounded to ``dtype`` as they are loaded
     # (a launch on real tensors, eager, where a cast would cost a kernel launch), or cast to
     # ``dtype`` before the launch (a traced launch: Inductor fuses the cast into the kernel
     # that makes the operand, and the kernel reads half the bytes). False with one dtype.
     rounded_on_load: bool = False
+    # Derived as the signature is made, not part of what identifies it: the dtype of each
+    # operand, and of each operand as the kernel gets it. The layers below (validation, the
+    # launch) read them as they read the rest of the signature, without calling back into it.
+    dtype_per_operand: tuple[torch.dtype, ...] = field(init=False, repr=False, compare=False)
+    loaded_dtype_per_operand: tuple[torch.dtype, ...] = field(init=False, repr=False,
+                                                              compare=False)
+
+    def __post_init__(self) -> None:
+        given = self.operand_dtypes or (self.dtype,) * len(self.aligned)
+        loaded = given if self.rounded_on_load else (self.dtype,) * len(self.aligned)
+        object.__setattr__(self, "dtype_per_operand", given)
+        object.__setattr__(self, "loaded_dtype_per_operand", loaded)
 
     def dtypes(self) -> tuple[torch.dtype, ...]:
-        """The dtype of each operand of the op."""
-        return self.operand_dtypes or (self.dtype,) * len(self.aligned)
+        """The dtype of each operand of the op (``dtype_per_operand``)."""
+        return self.dtype_per_operand
 
     def loaded_dtypes(self) -> tuple[torch.dtype, ...]:
-        """The dtype of each operand as the kernel gets it."""
-        return self.dtypes() if self.rounded_on_load else (self.dtype,) * len(self.aligned)
+        """The dtype of each operand as the kernel gets it (``loaded_dtype_per_operand``)."""
+        return self.loaded_dtype_per_operand
 
 
 def mixed_dtypes(dtypes: Sequence[torch.dtype], compute: torch.dtype) -> tuple[torch.dtype, ...]:
@@ -224,7 +235,7 @@ def sibling_keys(key: LaunchKey) -> list[LaunchKey]:
     forward's result's) unless ``key`` says otherwise, left and right in theirs, and each
     grad-grad in the dtype of the operand it is the cotangent of the gradient of."""
     signature = key.signature
-    dtypes = signature.dtypes()
+    dtypes = signature.dtype_per_operand
     fresh = (True, tuple(scalar_class(s) for s in contiguous_strides(key.geometry)))
     common = [fresh, fresh, fresh]
     common_dtypes = [signature.dtype, signature.dtype, signature.dtype]

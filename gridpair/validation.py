@@ -26,9 +26,16 @@ from triton.runtime.jit import MockTensor, create_function_from_signature
 
 from gridpair.cubin import cubin_registers
 from gridpair.devices import MAX_THREADS_PER_BLOCK, REGISTERS_PER_BLOCK, DeviceLimits
-from gridpair.geometry import Geometry, Tile, kernel_arguments, kernel_constexprs
-from gridpair.kernels import KERNELS, LAUNCH_SCALARS, result_dtypes
-from gridpair.signature import SCALAR_ONE, Signature
+from gridpair.geometry import (
+    LAUNCH_SCALARS,
+    Geometry,
+    Tile,
+    kernel_arguments,
+    kernel_constexprs,
+    result_dtypes,
+)
+from gridpair.kernels import KERNELS
+from gridpair.signature import SCALAR_ONE, LaunchKey, Signature
 
 # A value of each class (these are all the classes), for the validation compile's placeholders.
 _PLACEHOLDER_VALUES = {SCALAR_ONE: 1, "i32:16": 16, "i32": 3, "i64:16": 2**31 + 16,
@@ -62,11 +69,11 @@ def _placeholder_arguments(op: str, signature: Signature) -> list[object]:
         raise ValueError(f"{op}: a signature of {len(signature.scalars)} launch scalars, "
                          f"expected {len(LAUNCH_SCALARS[op])} ({', '.join(LAUNCH_SCALARS[op])})")
     operands = [_Operand(dtype, aligned)
-                for dtype, aligned in zip(signature.loaded_dtypes(), signature.aligned)]
+                for dtype, aligned in zip(signature.loaded_dtype_per_operand, signature.aligned)]
     # Padded projectors and results are fresh allocations: always aligned.
     projectors = [_Operand(signature.dtype, True) for _ in range(2)]
     results = [_Operand(dtype, True)
-               for dtype in result_dtypes(op, signature.dtypes(), signature.dtype)]
+               for dtype in result_dtypes(op, signature.dtype_per_operand, signature.dtype)]
     n_rows, *strides = (_PLACEHOLDER_VALUES[c] for c in signature.scalars)
     return kernel_arguments(operands, projectors, results, n_rows,
                             [strides[i:i + 4] for i in range(0, len(strides), 4)])
@@ -212,6 +219,12 @@ def compile_candidate(op: str, geometry: Geometry, tile: Tile, signature: Signat
     if limits.physical:
         return compile_on_device(op, geometry, tile, signature, limits)
     return compile_for_profile(op, geometry, tile, signature, limits)
+
+
+def validate(key: LaunchKey, tile: Tile, limits: DeviceLimits) -> Compiled:
+    """Compile ``key``'s launch with ``tile`` for ``limits``; OutOfResources if the device
+    cannot load it. What ``LaunchSelector.validate`` does unless a subclass overrides it."""
+    return compile_candidate(key.op, key.geometry, tile, key.signature, limits)
 
 
 def max_threads(registers_per_thread: int) -> int:

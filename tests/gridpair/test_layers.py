@@ -1,11 +1,13 @@
 """A launch goes down gridpair's layers once: operands -> path -> decision -> launch, entering
-each module once (docs/gridpair-internals.md). Traced at run time: the gridpair modules an
-eager grid_pair call enters, in order, from the operator to the kernel."""
+each module once (docs/gridpair-internals.md). Traced at run time: the gridpair modules a
+grid_pair call enters, in order, from the operator to the kernel - eager, and traced with a cold
+selector (the search and its validation compiles)."""
 
 import sys
 
 import torch
 from interpreted_kernels import interpreted_kernels
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from gridpair import grid_pair
 from gridpair.active import using_selector
@@ -16,10 +18,14 @@ from gridpair.validation import Compiled
 # Shared vocabulary that every layer reads (tables, limits, real-or-traced predicates): not
 # stops of the walk.
 VOCABULARY = {"gridpair.geometry", "gridpair.devices", "gridpair.harness", "gridpair.events",
-              "gridpair.tracing"}
+              "gridpair.tracing", "gridpair._versions"}
 # The layers in order, as docs/gridpair-internals.md lists them.
 EAGER_WALK = ["api", "inputs", "eager", "active", "autograd", "selector", "signature", "launch",
               "kernels"]
+# Traced with nothing decided: the key (and the keys to validate ahead), the ladder, the compile
+# task and the validation compile for the profile, then the reference (no launch on the CPU).
+TRACED_COLD_WALK = ["api", "inputs", "ops", "active", "selector", "signature", "ladder", "tuned",
+                    "pool", "validation", "cubin", "reference"]
 
 
 class _OneTile(LaunchSelector):
@@ -67,6 +73,11 @@ def walk(call) -> list[str]:
     return stops
 
 
+def returns(stops: list[str]) -> list[str]:
+    """The stops at a module the walk had already entered and left."""
+    return [name for index, name in enumerate(stops) if name in stops[:index]]
+
+
 def _operands(nodes):
     generator = torch.Generator().manual_seed(nodes)
     left, right = (torch.randn(nodes, 9, 2, 12, generator=generator) for _ in range(2))
@@ -82,5 +93,18 @@ def test_an_eager_launch_enters_each_layer_once_in_order(monkeypatch):
         grid_pair(*warm)  # decides the key
         first = walk(lambda: grid_pair(*operands))  # same key, a new layout
         repeat = walk(lambda: grid_pair(*operands))  # the prepared launch
+    assert returns(first) == [] and returns(repeat) == [], (first, repeat)
     assert first == EAGER_WALK, first
     assert repeat == [m for m in EAGER_WALK if m != "signature"], repeat
+
+
+def test_a_traced_launch_with_a_cold_selector_enters_each_layer_once(monkeypatch):
+    """Traced (fake tensors) with nothing decided: the key, the search and its validation
+    compile, then the reference composition (no GPU here) - each module once."""
+    monkeypatch.setenv("GRIDPAIR_DEVICE", "h200")
+    monkeypatch.delenv("PYTEST_COLDCOMPILE_SMEM_LIMIT", raising=False)
+    operands = _operands(5)
+    with using_selector(LaunchSelector(workers=1)):
+        traced = walk(lambda: make_fx(grid_pair, tracing_mode="fake")(*operands))
+    assert returns(traced) == [], " -> ".join(traced)
+    assert traced == TRACED_COLD_WALK, " -> ".join(traced)

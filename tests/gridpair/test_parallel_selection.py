@@ -14,7 +14,7 @@ import torch
 from triton.compiler.errors import CompilationError
 
 from gridpair import ladder as ladder_module
-from gridpair import selector as selector_module
+from gridpair import validation as validation_module
 from gridpair.active import SELECTOR, active_selector, using_selector
 from gridpair.geometry import Tile
 from gridpair.pool import WORKERS_ENV
@@ -61,14 +61,14 @@ def compiled(monkeypatch):
     """Every call of the selector's compile function, as (op, tile), from any thread."""
     calls = []
     lock = threading.Lock()
-    real = selector_module.compile_candidate
+    real = validation_module.compile_candidate
 
     def counting(op, geometry, tile, signature, limits):
         with lock:
             calls.append((op, tile))
         return real(op, geometry, tile, signature, limits)
 
-    monkeypatch.setattr(selector_module, "compile_candidate", counting)
+    monkeypatch.setattr(validation_module, "compile_candidate", counting)
     return calls
 
 
@@ -193,7 +193,7 @@ def test_siblings_start_beside_the_search_only_with_a_core_to_spare(profile, mon
     profile(SMALL_DEVICE)
     sibling_started, forward_compiled = threading.Event(), threading.Event()
     forward_pending_at_sibling_start = []
-    real = selector_module.compile_candidate
+    real = validation_module.compile_candidate
 
     def observed(op, geometry, tile, signature, limits):
         if op == "fwd":
@@ -206,7 +206,7 @@ def test_siblings_start_beside_the_search_only_with_a_core_to_spare(profile, mon
             sibling_started.set()
         return real(op, geometry, tile, signature, limits)
 
-    monkeypatch.setattr(selector_module, "compile_candidate", observed)
+    monkeypatch.setattr(validation_module, "compile_candidate", observed)
     selector = LaunchSelector(workers=workers)
     selector.choose("fwd", *launch_args("fwd", geometry=SMALL))
     assert selector.idle(timeout=600)
