@@ -381,7 +381,7 @@ def test_subscribe_and_unsubscribe(profile):
     selector = LaunchSelector()
     recorder = Recorder(selector)
     recorder.unsubscribe()
-    selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
+    selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16, shape=SMALL))
     assert recorder.events == []
     assert selector.name == "gridpair"
 
