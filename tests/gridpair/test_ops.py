@@ -112,10 +112,11 @@ def test_second_backward_runs_bwd2_only_when_the_cotangent_needs_a_gradient(
                                                       small.right.requires_grad_()))
 
 
+# One dtype: float32 and float64 take the same path through the ops (checks, selector, reference
+# composition, fake results in the operands' dtype); the mixed-precision form below is the other.
 @pytest.mark.parametrize("op", ["grid_pair_fwd", "grid_pair_bwd", "grid_pair_bwd2"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_opcheck(op, dtype):
-    ops = draw(2, 9, 2, 3, 2, 11, seed=6, layout="degree_major").to(dtype)
+def test_opcheck(op):
+    ops = draw(2, 9, 2, 3, 2, 11, seed=6, layout="degree_major").to(torch.float32)
     # Coefficient operands are differentiated; projectors are constants.
     args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) and a.dim() == 4 else a
                  for a in _op_args(op, ops))

@@ -87,11 +87,22 @@ def profile(monkeypatch):
     return use
 
 
-def test_production_fp32_bwd2_is_rejected_then_admitted_on_a_99_kib_device(profile):
-    profile(SMALL_DEVICE)
-    selector = LaunchSelector()
-    recorder = Recorder(selector)
-    tile = selector.choose("bwd2", *launch_args("bwd2"))
+@pytest.fixture(scope="module")
+def small_device_bwd2():
+    """(tile, recorder) of the production fp32 bwd2 searched on the 99 KiB profile by a
+    selector of its own: searched once for the tests that read it (12-15 s on 2 cores)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GRIDPAIR_DEVICE", SMALL_DEVICE)
+        patch.delenv(devices.SMEM_LIMIT_ENV, raising=False)
+        selector = LaunchSelector()
+        recorder = Recorder(selector)
+        tile = selector.choose("bwd2", *launch_args("bwd2"))
+        recorder.unsubscribe()
+    return tile, recorder
+
+
+def test_production_fp32_bwd2_is_rejected_then_admitted_on_a_99_kib_device(small_device_bwd2):
+    tile, recorder = small_device_bwd2
     probes = recorder.kinds("probe")
     admitted = recorder.kinds("admit")
     assert tile is not None
@@ -109,10 +120,8 @@ def test_production_fp32_bwd2_is_rejected_then_admitted_on_a_99_kib_device(profi
     print("\n".join(f"{e.kind} {e.config} {e.resources} {e.outcome}" for e in recorder.events))
 
 
-def test_the_h200_admits_a_larger_tile(profile):
-    profile(SMALL_DEVICE)
-    small = Recorder(small_selector := LaunchSelector())
-    small_selector.choose("bwd2", *launch_args("bwd2"))
+def test_the_h200_admits_a_larger_tile(profile, small_device_bwd2):
+    _, small = small_device_bwd2
     profile("h200")
     large = Recorder(large_selector := LaunchSelector())
     large_tile = large_selector.choose("bwd2", *launch_args("bwd2"))
@@ -372,7 +381,7 @@ def test_subscribe_and_unsubscribe(profile):
     selector = LaunchSelector()
     recorder = Recorder(selector)
     recorder.unsubscribe()
-    selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16))
+    selector.choose("fwd", *launch_args("fwd", dtype=torch.bfloat16, shape=SMALL))
     assert recorder.events == []
     assert selector.name == "gridpair"
 

@@ -108,6 +108,14 @@ def modules_importable_by_name(pytester: pytest.Pytester) -> None:
     pytester._monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, paths)))
 
 
+# Before its first child a zygote imports cold_compile_preload: by default, and when the value is
+# empty, torch and triton (about 3 s on two cores). A run whose tests never import either has
+# it preload a module pytest imported already: the zygote still preloads, forks and serves each
+# child as it does with torch. Preloading torch itself is tests/plugin/test_zygote.py's concern,
+# and the zygote runs whose tests import torch keep the default.
+LIGHT_PRELOAD = ("-o", "cold_compile_preload=json")
+
+
 needs_fork = pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

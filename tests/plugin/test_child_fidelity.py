@@ -6,7 +6,7 @@ from __future__ import annotations
 from xml.etree import ElementTree
 
 import pytest
-from coldhelp import conftest, needs_fork, run
+from coldhelp import LIGHT_PRELOAD, conftest, needs_fork, run
 
 pytestmark = needs_fork
 
@@ -37,6 +37,7 @@ def test_junitxml_attributes_and_suite_properties_come_back(
         "junit_family=xunit1",
         "-W",
         "ignore::pytest.PytestExperimentalApiWarning",
+        *LIGHT_PRELOAD,
     )
     result.assert_outcomes(passed=2)
     root = ElementTree.parse(cold.path / "junit.xml").getroot()

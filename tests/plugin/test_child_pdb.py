@@ -4,7 +4,7 @@ on, and the terminal says so once."""
 from __future__ import annotations
 
 import pytest
-from coldhelp import needs_fork, run
+from coldhelp import LIGHT_PRELOAD, needs_fork, run
 
 pytestmark = needs_fork
 
@@ -28,7 +28,7 @@ def test_last():
 @pytest.mark.parametrize("mode", ["fork", "zygote", "spawn"])
 def test_pdb_reports_failures_and_the_session_goes_on(cold: pytest.Pytester, mode: str) -> None:
     cold.makepyfile(TESTS)
-    result = run(cold, "--cold-compile", f"--cold-compile-mode={mode}", "--pdb")
+    result = run(cold, "--cold-compile", f"--cold-compile-mode={mode}", "--pdb", *LIGHT_PRELOAD)
     result.assert_outcomes(failed=2, passed=2)
     line = (
         "cold-compile: --pdb cannot stop inside a cold child; 2 failing cold tests were "

@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from coldhelp import needs_fork, run
+from coldhelp import LIGHT_PRELOAD, needs_fork, run
 
 pytestmark = needs_fork
 
@@ -91,7 +91,7 @@ def test_pdb_runs_in_the_failing_cold_child_under_a_terminal(
     pytester._monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         filter(None, [os.environ.get("PYTHONPATH", ""), str(pytester.path)])))
     term = Terminal(str(pytester.path), "-p", "no:cacheprovider", "--pdb",
-                    f"--cold-compile-mode={mode}", "test_cold.py")
+                    f"--cold-compile-mode={mode}", *LIGHT_PRELOAD, "test_cold.py")
     term.expect("entering PDB in the cold child")
     term.expect("(Pdb) ")
     term.send("p local")

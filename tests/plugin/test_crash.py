@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from coldhelp import conftest, needs_fork, run, run_inprocess, timed_out_lines
+from coldhelp import LIGHT_PRELOAD, conftest, needs_fork, run, run_inprocess, timed_out_lines
 
 pytestmark = needs_fork
 
@@ -382,7 +382,8 @@ def test_children_do_not_outlive_a_killed_pytest(cold: pytest.Pytester, mode: st
         """
     )
     tmp = cold.mkdir("tmp")  # a killed pytest cannot remove its private directories
-    args = ["-p", "no:cacheprovider", "--cold-compile", f"--cold-compile-mode={mode}"]
+    args = ["-p", "no:cacheprovider", "--cold-compile", f"--cold-compile-mode={mode}",
+            *LIGHT_PRELOAD]
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", *args],
         cwd=cold.path,

@@ -11,7 +11,7 @@ import types
 from pathlib import Path
 
 import pytest
-from coldhelp import needs_fork, run
+from coldhelp import LIGHT_PRELOAD, needs_fork, run
 
 from pytest_coldcompile.child import shared_imports
 
@@ -41,7 +41,7 @@ def test_an_installed_module_a_child_imported_is_shared(
 ) -> None:
     pytester.makepyfile(test_first=TESTS, local_helper="VALUE = 1\n")
     cold = [] if mode == "in-process" else ["--cold-compile", f"--cold-compile-mode={mode}"]
-    result = run(pytester, "-o", "cold_compile_preload=", *cold)
+    result = run(pytester, *LIGHT_PRELOAD, *cold)
     if cold:
         result.assert_outcomes(passed=3)
     else:  # in-process the project's module stays imported too: a side effect of test one

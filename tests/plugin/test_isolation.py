@@ -7,7 +7,7 @@ import sys
 from xml.etree import ElementTree
 
 import pytest
-from coldhelp import conftest, needs_fork, run
+from coldhelp import LIGHT_PRELOAD, conftest, needs_fork, run
 
 pytestmark = needs_fork
 
@@ -111,7 +111,8 @@ def test_cold_tests_do_not_see_each_other(cold: pytest.Pytester, mode: str) -> N
             SEEN.append(os.getpid())
         """
     )
-    run(cold, "--cold-compile", f"--cold-compile-mode={mode}").assert_outcomes(passed=2)
+    run(cold, "--cold-compile", f"--cold-compile-mode={mode}", *LIGHT_PRELOAD).assert_outcomes(
+        passed=2)
 
 
 SESSION_FIXTURES = """
@@ -144,7 +145,7 @@ def test_session_fixtures_are_set_up_and_torn_down_in_each_child(
     cold: pytest.Pytester, mode: str
 ) -> None:
     cold.makepyfile(test_session=SESSION_FIXTURES)
-    run(cold, f"--cold-compile-mode={mode}").assert_outcomes(passed=3)
+    run(cold, f"--cold-compile-mode={mode}", *LIGHT_PRELOAD).assert_outcomes(passed=3)
     parent = (cold.path / "parent.txt").read_text()
     events = (cold.path / "events.txt").read_text().split()
     pairs = list(zip(events[::2], events[1::2], strict=True))
@@ -289,7 +290,7 @@ def test_spawn_mode_runs_the_test_in_a_fresh_interpreter(cold: pytest.Pytester) 
 def test_each_mode_can_be_forced_from_the_ini_file(cold: pytest.Pytester, mode: str) -> None:
     cold.makeini(f"[pytest]\ncold_compile = true\ncold_compile_mode = {mode}\n")
     cold.makepyfile(f"def test_cold(cold_state):\n    assert cold_state.mode == {mode!r}\n")
-    result = run(cold)
+    result = run(cold, *LIGHT_PRELOAD)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"*{mode}: chosen by ini cold_compile_mode*"])
 
@@ -307,7 +308,7 @@ def test_xdist_workers_run_cold_tests(cold: pytest.Pytester, mode: str) -> None:
             assert os.environ["PYTEST_XDIST_WORKER"].startswith("gw")
         """
     )
-    result = run(cold, "-n", "2", "--cold-compile", f"--cold-compile-mode={mode}")
+    result = run(cold, "-n", "2", "--cold-compile", f"--cold-compile-mode={mode}", *LIGHT_PRELOAD)
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(
         ["*cold compile summary: 6 cold tests*", f"6 run as {chosen} ({mode}:*"]

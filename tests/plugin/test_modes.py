@@ -9,7 +9,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from coldhelp import needs_fork, run, timed_out_lines
+from coldhelp import LIGHT_PRELOAD, needs_fork, run, timed_out_lines
 
 pytestmark = needs_fork
 
@@ -31,7 +31,7 @@ def test_after():
 @pytest.mark.parametrize("mode", MODES)
 def test_a_crash_is_reported_and_the_session_goes_on(cold: pytest.Pytester, mode: str) -> None:
     cold.makepyfile(CRASH)
-    result = run(cold, f"--cold-compile-mode={mode}")
+    result = run(cold, f"--cold-compile-mode={mode}", *LIGHT_PRELOAD)
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -64,7 +64,8 @@ def test_a_timeout_kills_the_child_in_every_mode(cold: pytest.Pytester, mode: st
     # The limit covers a re-collecting child's start-up too (not the zygote's preload): measured
     # on 2 cores, with 4 busy loops beside, the body began 0.5 s into a spawned child's life and
     # 0.2 s into a zygote's; 5 s leaves ten times that for a CI machine busier still.
-    result = run(cold, "--cold-compile", f"--cold-compile-mode={mode}", "--cold-compile-timeout=5")
+    result = run(cold, "--cold-compile", f"--cold-compile-mode={mode}", "--cold-compile-timeout=5",
+                 *LIGHT_PRELOAD)
     assert time.monotonic() - began < 100
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(timed_out_lines(5))
@@ -116,6 +117,7 @@ def _parity_run(cold: pytest.Pytester, mode: str, *args: str) -> pytest.RunResul
         "-o",
         "log_cli=true",
         "--log-cli-level=WARNING",
+        *LIGHT_PRELOAD,
         *args,
     )
 

@@ -8,13 +8,13 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from coldhelp import inprocess_basetemp, needs_fork, run, run_inprocess
+from coldhelp import LIGHT_PRELOAD, inprocess_basetemp, needs_fork, run, run_inprocess
 
 pytestmark = needs_fork
 
 MODES = {"in-process": [], "fork": ["--cold-compile", "--cold-compile-mode=fork"]}
 MODES["spawn"] = ["--cold-compile", "--cold-compile-mode=spawn"]
-MODES["zygote"] = ["--cold-compile", "--cold-compile-mode=zygote"]
+MODES["zygote"] = ["--cold-compile", "--cold-compile-mode=zygote", *LIGHT_PRELOAD]
 
 TMP = """
 import os

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from coldhelp import needs_fork, run
+from coldhelp import LIGHT_PRELOAD, needs_fork, run
 
 pytestmark = needs_fork
 
@@ -25,8 +25,10 @@ import os, time, pytest
 
 @pytest.mark.cold_compile
 def test_hangs():
-    with open("child.pid", "w") as f:
+    # Whole or not at all: the parent's ALARM interrupts as soon as child.pid exists.
+    with open("child.pid.tmp", "w") as f:
         f.write(str(os.getpid()))
+    os.replace("child.pid.tmp", "child.pid")
     time.sleep(120)
 
 def test_next():
@@ -56,7 +58,8 @@ def test_a_pytest_timeout_fails_the_cold_test_and_the_session_goes_on(
 ) -> None:
     cold.makepyfile(HANGS)
     began = time.monotonic()
-    result = run(cold, "-p", "timeout", f"--timeout-method={method}", f"--cold-compile-mode={mode}")
+    result = run(cold, "-p", "timeout", f"--timeout-method={method}", f"--cold-compile-mode={mode}",
+                 *LIGHT_PRELOAD)
     assert time.monotonic() - began < 60
     result.assert_outcomes(failed=1, passed=1)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
@@ -99,7 +102,7 @@ def _interrupt_the_parent(
     cold.makeconftest((cold.path / "conftest.py").read_text() + ALARM.format(exception=exception))
     cold.makepyfile(HANGS_UNMARKED)
     began = time.monotonic()
-    result = run(cold, f"--cold-compile-mode={mode}")
+    result = run(cold, f"--cold-compile-mode={mode}", *LIGHT_PRELOAD)
     assert time.monotonic() - began < 60
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     return result
