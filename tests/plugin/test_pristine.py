@@ -1,6 +1,7 @@
 """Cold children's caches: every kernel artifact private to its test, Inductor's precompiled C++
-header shared by the children of one session."""
+header and its vector-ISA verdicts shared by the children of one session."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -34,13 +35,21 @@ def test_a_header_directory_of_the_users_own_is_kept(tmp_path, monkeypatch):
 
 
 _CHILD = """
-import os, sys, torch
+import json, os, sys
+from pathlib import Path
+import torch
 from pytest_coldcompile.child import pristine
 test_dir = sys.argv[1]
 os.environ.update(pristine.child_environ(test_dir, {}, {}))
-pristine.make_private(os.path.join(test_dir, "caches"))
+caches = Path(test_dir, "caches")
+pristine.make_private(str(caches))
 import torch._inductor.codecache as codecache
-print(codecache._HEADER_DIR)
+from torch._inductor import cpu_vec_isa
+builds = bool(cpu_vec_isa.VecAVX2())  # one ISA's check (pick_vec_isa checks each in turn)
+probes = sorted(str(p.relative_to(caches / "inductor")) for p in caches.rglob("*")
+                if p.suffix in (".so", ".cpp"))
+print(json.dumps({"header_dir": codecache._HEADER_DIR, "builds": builds, "probes": probes}))
+sys.stdout.flush()
 torch.compile(lambda x: x + 1)(torch.randn(8))
 """
 
@@ -49,36 +58,55 @@ def _files(root: Path) -> set[Path]:
     return {p.relative_to(root) for p in root.rglob("*") if p.is_file()} if root.exists() else set()
 
 
+def _kernels(root: Path) -> set[Path]:
+    """The libraries under root that are not an ISA probe (whose source defines a
+    ``*_chk_kernel``): the compiled kernels."""
+    def probe(library: Path) -> bool:
+        source = library.with_suffix(".cpp")
+        return source.exists() and "_chk_kernel" in source.read_text()
+
+    return {p for p in _files(root) if p.suffix == ".so" and not probe(root / p)}
+
+
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="needs a C++ compiler")
-def test_the_header_is_built_once_per_session_and_kernels_stay_private(tmp_path):
+def test_the_header_and_the_vector_isa_checks_are_made_once_per_session_and_kernels_stay_private(
+    tmp_path,
+):
+    """Two children of one session, each checking one vector ISA and then compiling a kernel.
+
+    The header: built by the first child, reused (not rebuilt) by the second; every kernel is
+    the child's own. The vector ISAs: Inductor decides which ones the machine's compiler can
+    build and load by compiling and loading a probe library for each, in the cache: a fact of
+    the machine, not of a kernel. The first child checks; the next one takes its verdict (the
+    same one, whichever it is) and builds no probe."""
     shared = Path(pristine.shared_header_dir(tmp_path / "00001"))
-    env = {k: v for k, v in os.environ.items() if k != pristine.HEADER_DIR_ENV}
-    # VEC_ISA_OK: Inductor trusts the CPU's flags instead of building and loading a probe .so
-    # in every child (about 4 s each); the kernel is built with the same flags. It also leaves
-    # the kernel as the only .so in a child's cache, so the kernel assert below cannot pass on
-    # the probe's library.
-    env.update(PYTHONPATH=str(ROOT), TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS="1",
-               TORCHINDUCTOR_VEC_ISA_OK="1")
-    seen = []
+    env = {k: v for k, v in os.environ.items()
+           if k not in (pristine.HEADER_DIR_ENV, "TORCHINDUCTOR_VEC_ISA_OK")}
+    env.update(PYTHONPATH=str(ROOT), TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS="1")
+    seen, said, kernels = [], [], []
     for name in ("00001", "00002"):
         test_dir = tmp_path / name
         test_dir.mkdir()
         run = subprocess.run([sys.executable, "-c", _CHILD, str(test_dir)], env=env, cwd=ROOT,
                              capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-3000:]
-        assert Path(run.stdout.split()[0]) == shared
-        headers = {p: (shared / p).stat().st_mtime_ns for p in _files(shared)
-                   if p.suffix == ".gch"}
-        seen.append(headers)
-        kernels = _files(test_dir / "caches" / "inductor")
-        assert any(p.suffix == ".so" for p in kernels), kernels  # this child's own kernel
+        said.append(json.loads(run.stdout.splitlines()[0]))
+        assert Path(said[-1]["header_dir"]) == shared
+        seen.append({p: (shared / p).stat().st_mtime_ns for p in _files(shared)
+                     if p.suffix == ".gch"})
+        kernels.append(_kernels(test_dir / "caches" / "inductor"))
+    assert said[0]["builds"] == said[1]["builds"]
+    assert said[0]["probes"], "the first child built (or tried to build) the probe itself"
+    assert said[1]["probes"] == [], "the second child took the session's verdicts"
+    assert all(kernels), kernels  # each child's own kernel, in its private cache
     assert len(seen[0]) == 1  # built by the first child...
     assert seen[1] == seen[0]  # ...and reused, not rebuilt, by the second
     # Nothing but headers and their locks in the shared directory, and the vector-ISA
-    # verdicts (test_the_vector_isa_check_is_made_once_per_session): no kernel.
+    # verdicts: no kernel, no probe.
     assert {p.suffix for p in _files(shared) if p.parts[0] != pristine.VEC_ISA_DIR} <= {
         ".h", ".gch", ".lock"}
-    assert {p.suffix for p in _files(shared / pristine.VEC_ISA_DIR)} <= {".json"}
+    verdicts = _files(shared / pristine.VEC_ISA_DIR)
+    assert verdicts and {p.suffix for p in verdicts} == {".json"}
 
 
 def test_a_warm_up_that_cannot_import_the_stack_says_so(monkeypatch):
@@ -87,43 +115,3 @@ def test_a_warm_up_that_cannot_import_the_stack_says_so(monkeypatch):
     assert pristine.warm_compile_stack() is False
     monkeypatch.setattr(pristine, "COMPILE_STACK", ("torch._dynamo",))
     assert pristine.warm_compile_stack() is True
-
-
-_ISA_CHILD = """
-import os, sys, time
-from pytest_coldcompile.child import pristine
-test_dir = sys.argv[1]
-os.environ.update(pristine.child_environ(test_dir, {}, {}))
-pristine.make_private(os.path.join(test_dir, "caches"))
-from torch._inductor import cpu_vec_isa
-start = time.perf_counter()
-builds = bool(cpu_vec_isa.VecAVX2())  # one ISA's check (pick_vec_isa checks each in turn)
-print(builds, round(time.perf_counter() - start, 2))
-"""
-
-
-@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="needs a C++ compiler")
-def test_the_vector_isa_check_is_made_once_per_session(tmp_path):
-    """Inductor decides which vector ISAs the machine's compiler can build and load by
-    compiling and loading a probe library for each, in the cache: a fact of the machine, not
-    of a kernel. The first child of a session checks; the next one takes its verdict (the same
-    one, whichever it is) and builds no probe."""
-    shared = Path(pristine.shared_header_dir(tmp_path / "00001"))
-    env = {k: v for k, v in os.environ.items()
-           if k not in (pristine.HEADER_DIR_ENV, "TORCHINDUCTOR_VEC_ISA_OK")}
-    env["PYTHONPATH"] = str(ROOT)
-    picked, probes = [], []
-    for name in ("00001", "00002"):
-        test_dir = tmp_path / name
-        test_dir.mkdir()
-        run = subprocess.run([sys.executable, "-c", _ISA_CHILD, str(test_dir)], env=env,
-                             cwd=ROOT, capture_output=True, text=True, timeout=600)
-        assert run.returncode == 0, run.stderr[-3000:]
-        picked.append(run.stdout.split()[0])
-        probes.append({p for p in _files(test_dir / "caches" / "inductor")
-                       if p.suffix in (".so", ".cpp")})
-    assert picked[0] == picked[1]
-    assert probes[0], "the first child built (or tried to build) the probe itself"
-    assert probes[1] == set(), "the second child took the session's verdicts"
-    verdicts = _files(shared / pristine.VEC_ISA_DIR)
-    assert verdicts and {p.suffix for p in verdicts} == {".json"}
