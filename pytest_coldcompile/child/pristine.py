@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_coldcompile import import_hooks
-from pytest_coldcompile.isolation.records import CACHES
+from pytest_coldcompile.records import CACHES
 
 # Already-imported config modules read their environment at import; set them directly.
 # compile_threads stays 1: a worker pool costs a cold child more to start than it saves, and a

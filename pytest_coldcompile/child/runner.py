@@ -25,8 +25,8 @@ from pytest_coldcompile.child.stats import CompileStats
 from pytest_coldcompile.devices import cuda, named
 from pytest_coldcompile.devices.emulate import Emulation
 from pytest_coldcompile.devices.smem_cap import SmemCap
-from pytest_coldcompile.isolation.processes import die_with_parent, exit_now
-from pytest_coldcompile.isolation.records import (
+from pytest_coldcompile.processes import die_with_parent, exit_now
+from pytest_coldcompile.records import (
     CACHES,
     CAPTURED_ERR,
     CAPTURED_OUT,

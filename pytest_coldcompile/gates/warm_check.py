@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_coldcompile import records
 from pytest_coldcompile.child import runner
-from pytest_coldcompile.isolation import records
 from pytest_coldcompile.report import PREFIX
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile.isolation import records
+from pytest_coldcompile import records
 from pytest_coldcompile.isolation.forkserver import ChildExit
 
 # The last line of a child's traceback when a launch selector failed to load, subscribe or

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_coldcompile.isolation.processes import die_with_parent, kill_group, report_exit_to
+from pytest_coldcompile.processes import die_with_parent, kill_group, report_exit_to
 
 # How long the parent waits for the server's answers that need no test to run.
 _REPLY_TIMEOUT = 120.0

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from pytest_coldcompile import records
 from pytest_coldcompile.child import pristine
-from pytest_coldcompile.isolation import records
 from pytest_coldcompile.isolation.forkserver import ChildExit
-from pytest_coldcompile.isolation.processes import kill_group
+from pytest_coldcompile.processes import kill_group
 
 # Destinations of options that must not reach a child running one test: distribution,
 # report files, selection and rerun state, interactive debugging, terminal chatter.

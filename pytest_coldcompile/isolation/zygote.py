@@ -20,8 +20,8 @@ from pytest_coldcompile import options
 from pytest_coldcompile.child import pristine, shared_imports
 from pytest_coldcompile.devices import cuda
 from pytest_coldcompile.isolation.forkserver import ForkServer, after_each_child
-from pytest_coldcompile.isolation.processes import exit_now
-from pytest_coldcompile.isolation.records import redirect_std_fds
+from pytest_coldcompile.processes import exit_now
+from pytest_coldcompile.records import redirect_std_fds
 
 ZYGOTE_KEY = pytest.StashKey["Zygote"]()
 # Why start_early did not fork one, where the reason is worth telling.

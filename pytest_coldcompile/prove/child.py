@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile.isolation.records import write_record
 from pytest_coldcompile.prove import marker
+from pytest_coldcompile.records import write_record
 
 PROOF_RECORD = "proof"
 _GROUP = getattr(builtins, "BaseExceptionGroup", ())

@@ -187,7 +187,7 @@ def test_a_server_whose_parent_died_before_arming_does_not_stay_an_orphan(tmp_pa
 
 def reporting(request: dict[str, Any]) -> None:
     """child_main: leave a grandchild holding every inherited fd, then end as asked."""
-    from pytest_coldcompile.isolation.processes import exit_now
+    from pytest_coldcompile.processes import exit_now
 
     grandchild = os.fork()
     if grandchild == 0:
@@ -348,7 +348,7 @@ def test_a_child_that_reported_its_exit_leaves_at_the_lowest_priority(reporting:
     script = textwrap.dedent(
         f"""
         import os
-        from pytest_coldcompile.isolation import processes
+        from pytest_coldcompile import processes
         if {reporting}:
             read, write = os.pipe()
             processes.report_exit_to(write)
