@@ -29,6 +29,23 @@ def write_record(test_dir: str, record: dict[str, Any]) -> None:
         os.close(fd)
 
 
+def read_records(test_dir: str) -> list[dict[str, Any]]:
+    """Every whole record of test_dir's record file, in order; a line cut short by a kill, or
+    no file at all (a child that never started), gives nothing."""
+    try:
+        with open(os.path.join(test_dir, RECORDS), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line, object_hook=decode_hook))
+        except ValueError:
+            continue
+    return out
+
+
 def _encode(value: Any) -> Any:
     # JSON has no tuples, but pytest's reports hold some (a skip's longrepr, sections,
     # user_properties) and their consumers check for them.

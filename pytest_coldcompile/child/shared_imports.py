@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import sysconfig
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pytest_coldcompile.child import pristine
@@ -110,3 +110,26 @@ def import_all(names: list[str]) -> bool:
     if added:
         gc.freeze()  # as after the server's preload: children skip it in their gc passes
     return added
+
+
+def after_child(request: dict[str, Any]) -> Callable[[], bool] | None:
+    """A fork server's step after each child (``ForkServer(after_child=...)``): the work of
+    importing, here, the installed modules the ended child imported, in that child's
+    environment where the request carries one (a zygote's); None where it imported none."""
+    names = read_imported(str(request.get("orders", {}).get("dir", "")))
+    if not names:
+        return None
+    env = request.get("env")
+
+    def share() -> bool:
+        if not env:
+            return import_all(names)
+        saved = dict(os.environ)
+        os.environ.update(env)
+        try:
+            return import_all(names)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    return share

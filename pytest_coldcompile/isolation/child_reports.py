@@ -7,7 +7,6 @@ like any other.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -38,7 +37,14 @@ class ChildResult:
     # (what, name, value): record_xml_attribute / record_testsuite_property calls in the child
     junitxml: list[tuple[str, str, str]] = field(default_factory=list)
     refused: str | None = None  # a re-collecting child found another item under the node id
-    proof: dict[str, Any] | None = None  # the verdict of a bug-active run (prove.child)
+    # The records of other types, by type, in order: what a feature's child-side plugin wrote
+    # for its parent-side one (prove mode's verdict, the warm check's cache counters).
+    other: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def last(self, kind: str) -> dict[str, Any] | None:
+        """The last record of a feature's type, None where the child wrote none."""
+        found = self.other.get(kind)
+        return found[-1] if found else None
 
 
 def _read(test_dir: str, name: str) -> str:
@@ -51,11 +57,7 @@ def _read(test_dir: str, name: str) -> str:
 
 def read_records(config: pytest.Config, item: pytest.Item, test_dir: str) -> ChildResult:
     result = ChildResult()
-    for line in _read(test_dir, records.RECORDS).splitlines():
-        try:
-            record = json.loads(line, object_hook=records.decode_hook)
-        except ValueError:
-            continue  # a line cut short by a kill
+    for record in records.read_records(test_dir):
         kind = record.get("type")
         if kind == "report":
             report = config.hook.pytest_report_from_serializable(config=config, data=record["data"])
@@ -78,8 +80,8 @@ def read_records(config: pytest.Config, item: pytest.Item, test_dir: str) -> Chi
             result.junitxml.append((record["what"], record["name"], record["value"]))
         elif kind == "refused":
             result.refused = str(record.get("message", ""))
-        elif kind == "proof":
-            result.proof = record
+        else:  # a feature's own record (a proof's verdict, the warm check's counters)
+            result.other.setdefault(str(kind), []).append(record)
     replay_junitxml(config, item, result)
     return result
 
@@ -350,6 +352,29 @@ def complete(
     if when != "teardown":
         reports.append(make_report(item, "teardown", "passed", None))
     return reports
+
+
+def fail_passed_call(
+    item: pytest.Item, reports: list[pytest.TestReport], message: str
+) -> None:
+    """Turn the passed call report among reports into a failure saying message, as
+    pytest.fail(message, pytrace=False) in the body would (so -rA, JUnit and xdist show it); the
+    child's output and figures are kept. A failure, a skip or an xfail stays as it is."""
+    at = next((i for i, r in enumerate(reports) if r.when == "call"), None)
+    if at is None or not reports[at].passed or hasattr(reports[at], "wasxfail"):
+        return
+    call = reports[at]
+
+    def fail() -> None:
+        pytest.fail(message, pytrace=False)
+
+    # Built directly, not through the makereport hook: other plugins' wrappers (rerunfailures)
+    # expect the state of an in-process run there.
+    failed = pytest.TestReport.from_item_and_call(item, pytest.CallInfo.from_call(fail, "call"))
+    failed.sections = list(call.sections)
+    failed.duration = call.duration
+    failed.user_properties = list(call.user_properties)
+    reports[at] = failed
 
 
 def parent_failure(item: pytest.Item, text: str, when: str = "setup") -> list[pytest.TestReport]:

@@ -89,9 +89,14 @@ class ForkServer:
         preload: Callable[[], Any] | None = None,
         preload_bound: float = PRELOAD_BOUND,
         child_ready: Callable[[dict[str, Any]], Any] | None = None,
+        after_child: AfterChild | None = None,
     ) -> None:
         self.child_main = child_main
         self.preload = preload
+        # In the server, when a child has ended, while its directory is still there: returns
+        # the work to do once its status is answered (or None); what that work sets up, the
+        # children forked after it inherit. The work returns True when it set up anything.
+        self.after_child = after_child
         # Run in a child forked ahead of its request, with the request the parent announced
         # (a request's "next"); the child then runs child_main only if that request comes.
         self.child_ready = child_ready
@@ -101,6 +106,14 @@ class ForkServer:
         self._to: int | None = None
         self._from: _Lines | None = None
         self._last_id = 0
+
+    def _after_child(self, request: dict[str, Any]) -> Callable[[], bool] | None:
+        if self.after_child is None:
+            return None
+        try:
+            return self.after_child(request)
+        except Exception:
+            return None  # sharing is an optimisation: the children do the work themselves
 
     def start(self) -> None:
         server_in, to_server = os.pipe()
@@ -172,9 +185,9 @@ class ForkServer:
                 kill_group(child.pid)  # leftovers of an exited child (a leaked pool, a compiler)
                 if not exited:
                     exiting.add(child.pid)  # reported its code and is leaving: reaped later
-                work = _after_child(request)  # before the answer: the child's files are there
+                work = self._after_child(request)  # before the answer: its files are there
                 _send(outbox, {"id": rid, "pid": child.pid, "status": status})
-                if _run(work):
+                if work is not None and _run(work):
                     # What the server set up now is for the children forked from here on:
                     # the spare, forked before, is forked again (and readied again).
                     expected = spare.expected
@@ -344,37 +357,13 @@ class ForkServer:
 
 
 AfterChild = Callable[[dict[str, Any]], "Callable[[], bool] | None"]
-_AFTER_CHILD: list[AfterChild] = []
 
 
-def after_each_child(hook: AfterChild) -> None:
-    """In a fork server (from its preload): hook(request) runs when a child has ended, while
-    its directory is still there, and returns the work to do once its status is answered
-    (or None); what that work sets up, the children forked after it inherit. The work
-    returns True when it set up anything."""
-    _AFTER_CHILD.append(hook)
-
-
-def _after_child(request: dict[str, Any]) -> list[Callable[[], bool]]:
-    work = []
-    for hook in _AFTER_CHILD:
-        try:
-            done = hook(request)
-        except Exception:
-            continue  # sharing is an optimisation: the children do the work themselves
-        if done is not None:
-            work.append(done)
-    return work
-
-
-def _run(work: list[Callable[[], bool]]) -> bool:
-    changed = False
-    for done in work:
-        try:
-            changed = bool(done()) or changed
-        except Exception:
-            pass
-    return changed
+def _run(work: Callable[[], bool]) -> bool:
+    try:
+        return bool(work())
+    except Exception:
+        return False  # sharing is an optimisation: the children do the work themselves
 
 
 @dataclass

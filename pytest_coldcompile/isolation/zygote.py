@@ -19,7 +19,7 @@ import pytest
 from pytest_coldcompile import options
 from pytest_coldcompile.child import pristine, shared_imports
 from pytest_coldcompile.devices import cuda
-from pytest_coldcompile.isolation.forkserver import ForkServer, after_each_child
+from pytest_coldcompile.isolation.forkserver import ForkServer
 from pytest_coldcompile.processes import exit_now
 from pytest_coldcompile.records import redirect_std_fds
 
@@ -42,7 +42,8 @@ class Zygote:
 
     def start(self) -> None:
         self._go_read, self._go_write = os.pipe()
-        self.server = ForkServer(_child_main, preload=self._preload)
+        self.server = ForkServer(_child_main, preload=self._preload,
+                                 after_child=shared_imports.after_child)
         sys.stdout.flush()
         sys.stderr.flush()
         self.server.start()
@@ -79,7 +80,6 @@ class Zygote:
         # tells it whether the zygote is needed at all.
         assert self._go_read is not None
         assert self._go_write is not None
-        after_each_child(_share_imports)
         os.close(self._go_write)
         answer = os.read(self._go_read, 1)
         os.close(self._go_read)
@@ -99,25 +99,6 @@ class Zygote:
         gc.freeze()
         if failed:
             raise ImportError("cold_compile_preload: " + "\n".join(failed))
-
-
-def _share_imports(request: dict[str, Any]) -> Any:
-    """The installed modules a child imported (shared_imports), imported here for the next
-    children, in that child's environment as it would have imported them."""
-    names = shared_imports.read_imported(str(request.get("orders", {}).get("dir", "")))
-    if not names:
-        return None
-
-    def share() -> bool:
-        saved = dict(os.environ)
-        os.environ.update(request.get("env") or {})
-        try:
-            return shared_imports.import_all(names)  # under scratch caches
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-
-    return share
 
 
 def _assign_gpu() -> None:
