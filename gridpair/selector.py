@@ -10,8 +10,10 @@ threads; what a search decides and reports is that of the serial search (see ``p
 """
 
 import functools
+import importlib
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -368,9 +370,10 @@ def _resources(key: LaunchKey, probe: Verdict) -> dict[str, object]:
 
 def __getattr__(name: str) -> object:
     # The process's selector and the selector context moved to gridpair.active; their old
-    # import path keeps working for one release.
+    # import path keeps working for one release. Looked up by name when asked for: active is
+    # the layer above this one (it holds a LaunchSelector), which this module never imports.
     if name in ("SELECTOR", "active_selector", "using_selector"):
-        from gridpair import active
-
-        return getattr(active, name)
+        warnings.warn(f"gridpair.selector.{name} moved to gridpair.active.{name}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module("gridpair.active"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -143,9 +143,6 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("smem_limit", SMEM_HELP, default="")
     parser.addini("cold_compile_prove", PROVE_HELP, type="bool", default=False)
     parser.addini("emulate_device", EMULATE_HELP, default="")
-    from pytest_coldcompile.gates import settings as gate_settings
-
-    gate_settings.add_options(parser)
 
 
 _SWITCH = {"true": True, "yes": True, "on": True, "1": True,
@@ -217,7 +214,7 @@ def parse_device(value: Any, source: str, error: type[Exception] = pytest.UsageE
     return device.name
 
 
-def _resolve(
+def resolve(
     config: pytest.Config,
     dest: str,
     flag: str,
@@ -273,10 +270,10 @@ def load(config: pytest.Config) -> Settings:
     """Resolve command line > ini for every option, validating each with its source named."""
     opt = config.option
     cold_all = bool(opt.cold_compile) or ini_cold_compile(config)
-    mode, mode_source = _resolve(
+    mode, mode_source = resolve(
         config, "cold_compile_mode", "--cold-compile-mode", "cold_compile_mode", "auto", parse_mode
     )
-    timeout, timeout_source = _resolve(
+    timeout, timeout_source = resolve(
         config,
         "cold_compile_timeout",
         "--cold-compile-timeout",
@@ -284,11 +281,11 @@ def load(config: pytest.Config) -> Settings:
         "0",
         parse_timeout,
     )
-    smem, smem_source = _resolve(
+    smem, smem_source = resolve(
         config, "smem_limit", "--smem-limit", "smem_limit", "", parse_smem
     )
     smem_limit, smem_device = smem or (None, None)
-    emulate_device, emulate_source = _resolve(
+    emulate_device, emulate_source = resolve(
         config, "emulate_device", "--emulate-device", "emulate_device", "", parse_device
     )
     report = report_path(opt.cold_compile_report)

@@ -1,4 +1,6 @@
-"""pytest hook implementations of pytest-coldcompile; the work is done in the other modules."""
+"""pytest hook implementations of pytest-coldcompile: options, the plugin's own hooks, and the
+features registered as plugins (CI gates, prove mode, the report); the work is done in the
+other modules."""
 
 from __future__ import annotations
 
@@ -9,19 +11,22 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import interop, options, report
+from pytest_coldcompile import hookspecs, interop, options, report
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
-from pytest_coldcompile.gates import baseline, cuda_init, debug, warm_check
+from pytest_coldcompile.gates import baseline, budget, cuda_init, debug, warm_check
 from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import zygote
-from pytest_coldcompile.isolation.engine import ColdEngine
+from pytest_coldcompile.isolation.engine import ENGINE_KEY, ColdEngine
+from pytest_coldcompile.prove import child as prove_child
 from pytest_coldcompile.prove import items as prove_items
 
-__all__ = ["cold_state", "compile_counter", "launch_events"]
+__all__ = ["ENGINE_KEY", "cold_state", "compile_counter", "launch_events"]
 
-ENGINE_KEY = pytest.StashKey[ColdEngine]()
+# The features, each a plugin on pytest's hooks and the plugin's own: register(config) puts
+# it where it acts (the pytest process, the controller, cold children).
+FEATURES = (report, budget, baseline, warm_check, debug, prove_items, prove_child)
 CAP_KEY = pytest.StashKey[smem_cap.SmemCap]()
 DEVICE_SKIP_KEY = pytest.StashKey[bool]()
 WORKERINPUT_KEY = pytest.StashKey[dict]()
@@ -32,8 +37,13 @@ WORKERINPUT_KEY = pytest.StashKey[dict]()
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+    gate_settings.add_options(parser)
 
 
 def pytest_plugin_registered(
@@ -71,27 +81,19 @@ def pytest_configure(config: pytest.Config) -> None:
     s = options.load(config)
     config.stash[options.SETTINGS_KEY] = s
     config.stash[gate_settings.GATES_KEY] = gate_settings.load(config)
-    if gate_settings.settings(config).warm_check:
-        warm_check.register(config, in_child=bool(s.child_orders))
     if s.child_orders:
         spawned = runner.SpawnedChild(config, s.child_orders)
         config.pluginmanager.register(spawned, "coldcompile-child")
         config.stash[WORKERINPUT_KEY] = spawned.orders.get("workerinput") or {}
-        debug.register(config, spawned.orders)
-    else:
-        config.pluginmanager.register(
-            report.ColdReporter(config, s.report_path), "coldcompile-report"
-        )
-        baseline.register(config)
-        debug.register(config)
-    prove_items.configure(config)
+    for feature in FEATURES:
+        feature.register(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = options.settings(config)
     if not (s.cold_all or s.smem_limit or s.mode_source != "default" or s.timeout
             or s.emulate_device):
-        return cuda_init.header_lines(config)
+        return []
     parts = [
         "every test" if s.cold_all else "tests marked cold_compile",
         f"mode {s.mode} ({s.mode_source})",
@@ -109,7 +111,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             "cold-compile: zygote forked before collection; when used it preloads "
             + (", ".join(started.modules) or "nothing")
         )
-    return lines + cuda_init.header_lines(config)
+    return lines
 
 
 @pytest.hookimpl(wrapper=True)
@@ -117,13 +119,12 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
     config = session.config
     s = options.settings(config)
     engine = None
-    if (
-        not s.child_orders
-        and not config.option.collectonly
-        and (any(options.is_cold(item) for item in session.items)
-             or prove_items.has_proofs(session.items))
-    ):
-        engine = ColdEngine(session)
+    if not s.child_orders and not config.option.collectonly:
+        extra = [it for found in config.hook.pytest_coldcompile_engine_items(session=session)
+                 for it in found or ()]
+        if extra or any(options.is_cold(item) for item in session.items):
+            engine = ColdEngine(session, extra)
+    if engine is not None:
         engine.start()
         config.stash[ENGINE_KEY] = engine
         reporter = config.pluginmanager.getplugin("terminalreporter")
@@ -212,15 +213,18 @@ def _teardown_parent(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    limit, source = options.effective_smem_for(item)  # a bad marker fails the setup here
-    needs_cuda = options.requires_cuda(item)
-    needs_smem = options.required_smem(item)
+    try:
+        limit, source = options.effective_smem_for(item)
+        needs_cuda = options.requires_cuda(item)
+        needs_smem = options.required_smem(item)
+    except ValueError as exc:  # a bad marker argument: the message names it, no traceback
+        pytest.fail(str(exc), pytrace=False)
     if needs_cuda or needs_smem is not None:
         item.stash[DEVICE_SKIP_KEY] = True
         markers.skip_unless_device(needs_cuda, needs_smem, limit, source)
         del item.stash[DEVICE_SKIP_KEY]
-    if limit is not None and runner.active(item.config) is None and not isinstance(
-        item, prove_items.ProofItem  # its cold children are capped, not this process
+    if limit is not None and runner.active(item.config) is None and not item.stash.get(
+        options.PROOF_ITEM_KEY, False  # a proof's cold children are capped, not this process
     ):
         # In-process: capped from setup to teardown. Kernels this process loaded before are
         # not checked again.

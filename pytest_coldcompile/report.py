@@ -1,7 +1,7 @@
-"""What cold runs report: figures as user properties (hence JUnit XML), the terminal summary
-table, and the ``--cold-compile-report`` JSON file.
-
-Figures travel on the teardown report's user_properties, so an xdist controller sees them too.
+"""What cold runs report: the terminal summary table and the ``--cold-compile-report`` JSON
+file, in the controller, from the records on each cold test's teardown report (``record``);
+JUnit XML gets the same fields as user properties. Other features add their sections and keys
+through the plugin's hooks.
 """
 
 from __future__ import annotations
@@ -13,33 +13,10 @@ from typing import Any
 
 import pytest
 
+from pytest_coldcompile import options
 from pytest_coldcompile.devices import cuda
-from pytest_coldcompile.gates import debug
-from pytest_coldcompile.prove import summary as proof_summary
+from pytest_coldcompile.record import GATE_KEYS, RECORD_KEYS, from_properties
 
-PREFIX = "cold_compile."
-TIMINGS = ("selection_s", "tracing_s", "inductor_s", "compile_s")
-"""The compile-time breakdown: selection (launch validation), tracing (Dynamo, AOTAutograd),
-Inductor, and their compile-window total; ``total_s`` is the child's wall time."""
-FIGURES = (
-    *TIMINGS,
-    "frames",
-    "forward_graphs",
-    "backward_graphs",
-    "probed",
-    "admitted",
-    "fallback",
-    "max_admitted_shared",
-    "warmed_ahead",
-)
-DEVICE_KEYS = ("smem_limit", "smem_device", "emulated_device", "emulation")
-"""The device a cold test ran as: its shared-memory cap in bytes, the named device that cap is
-(if one's), the emulated device, and the emulation's kernels (``devices.emulate``)."""
-RECORD_KEYS = ("mode", "mode_reason", "total_s", *FIGURES, "selectors", "launches",
-               *DEVICE_KEYS)
-"""The keys of every test's record in the JSON report, besides its outcome."""
-GATE_KEYS = ("budget_s", "budget_exceeded", "warm", "baseline")
-"""The CI gates' keys of every record (docs/ci-gates.md), null where a gate is off."""
 COLUMNS = (  # (heading, key)
     ("total s", "total_s"),
     ("compile s", "compile_s"),
@@ -54,25 +31,6 @@ COLUMNS = (  # (heading, key)
     ("fallback", "fallback"),
     ("max smem", "max_admitted_shared"),
 )
-
-
-def properties(
-    mode: str, reason: str, summary: dict[str, Any] | None, total_s: float | None = None
-) -> list[tuple[str, Any]]:
-    """The user properties a cold test's teardown report carries; total_s: the child's wall
-    time, start included (None when it never ran)."""
-    props: list[tuple[str, Any]] = [(PREFIX + "mode", mode), (PREFIX + "mode_reason", reason)]
-    if total_s is not None:
-        props.append((PREFIX + "total_s", round(float(total_s), 3)))
-    if summary:
-        props += [(PREFIX + key, summary.get(key)) for key in FIGURES]
-        if summary.get("selectors"):
-            props.append((PREFIX + "selectors", ",".join(summary["selectors"])))
-        if summary.get("launches") is not None:
-            props.append((PREFIX + "launches", summary["launches"]))
-        props += [(PREFIX + key, summary[key]) for key in DEVICE_KEYS
-                  if summary.get(key) is not None]
-    return props
 
 
 def _outcome(report: pytest.TestReport, before: str | None) -> str:
@@ -91,14 +49,13 @@ def _outcome(report: pytest.TestReport, before: str | None) -> str:
 
 
 class ColdReporter:
-    """Collects cold tests' figures from logged reports; prints and writes them at the end."""
+    """Collects cold tests' records from logged reports; prints and writes them at the end."""
 
     def __init__(self, config: pytest.Config, report_path: Path | None) -> None:
         self.config = config
         self.report_path = report_path
         self.tests: dict[str, dict[str, Any]] = {}
         self._outcomes: dict[str, str] = {}
-        self.debugger_skipped = 0  # failing cold tests that --pdb/--trace could not stop in
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
@@ -106,27 +63,17 @@ class ColdReporter:
         if report.when != "teardown":
             return
         final = self._outcomes.pop(nodeid)
-        figures = {
-            name[len(PREFIX) :]: value
-            for name, value in report.user_properties
-            if isinstance(name, str) and name.startswith(PREFIX)
-        }
-        figures = proof_summary.nest(figures)  # a proof item's verdict, under "proof"
-        if figures:
+        fields = from_properties(report.user_properties)
+        if fields:
             # One schema for every record: a child that died reported no figures (null).
-            self.tests[nodeid] = {
-                "outcome": final, **dict.fromkeys(RECORD_KEYS + GATE_KEYS), **figures
-            }
-            if final in ("failed", "error") and _debugger_requested(self.config):
-                if not debug.handed_off(self.config):  # else debugged in its child
-                    self.debugger_skipped += 1
+            record = {"outcome": final, **dict.fromkeys(RECORD_KEYS + GATE_KEYS), **fields}
+            self.tests[nodeid] = record
+            self.config.hook.pytest_coldcompile_record(nodeid=nodeid, record=record)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.tests:
             return
         tr = terminalreporter
-        if self.debugger_skipped:
-            tr.write_line(debugger_line(self.config, self.debugger_skipped), yellow=True)
         tr.write_sep("=", f"cold compile summary: {len(self.tests)} cold tests")
         for (mode, reason), count in sorted(
             Counter(
@@ -140,33 +87,27 @@ class ColdReporter:
         for line in emulation_lines(self.tests):
             tr.write_line(line)
         tr.write_line(cuda_state_line())
-        proofs = proof_summary.proofs(self.tests)
-        if proofs:
-            tr.write_sep("=", proof_summary.title(proofs))
-            for line in proof_summary.lines(proofs):
-                tr.write_line(line)
+        self.config.hook.pytest_coldcompile_terminal_summary(
+            terminalreporter=tr, records=self.tests, config=self.config)
         if self.report_path is not None:
             tr.write_line(f"cold compile report written to {self.report_path}")
 
-    def pytest_sessionfinish(self) -> None:
-        if self.report_path is None or hasattr(self.config, "workerinput"):
-            return  # xdist workers: the controller writes it
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput"):
+            return  # xdist workers: the controller has the records
+        self.config.hook.pytest_coldcompile_records_done(session=session, records=self.tests)
+        if self.report_path is None:
+            return
         self.report_path.parent.mkdir(parents=True, exist_ok=True)
         self.report_path.write_text(json.dumps(self.tests, indent=2, sort_keys=True) + "\n")
 
 
-def _debugger_requested(config: pytest.Config) -> bool:
-    return bool(config.getoption("usepdb", False) or config.getoption("trace", False))
-
-
-def debugger_line(config: pytest.Config, failing: int) -> str:
-    """The one line saying that the debugger options did not apply to cold children."""
-    flag = "--pdb" if config.getoption("usepdb", False) else "--trace"
-    tests = "test was" if failing == 1 else "tests were"
-    return (
-        f"cold-compile: {flag} cannot stop inside a cold child; {failing} failing cold "
-        f"{tests} reported instead; rerun without --cold-compile to debug"
-    )
+def register(config: pytest.Config) -> None:
+    """In the pytest process and the xdist controller, not in cold children."""
+    s = options.settings(config)
+    if not s.child_orders:
+        config.pluginmanager.register(ColdReporter(config, s.report_path), "coldcompile-report")
 
 
 def _cell(value: Any) -> str:

@@ -278,11 +278,8 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     elif orders.get("smem_limit"):
         ctx.cap = SmemCap(int(orders["smem_limit"])).install()
     _adopt_selectors(ctx.tally, ctx.stats)
-    if orders.get("prove"):  # a proof's bug-active run (--cold-compile-prove)
-        from pytest_coldcompile.prove import child as prove_child
-
-        prove_child.arm(config, orders)
     config.stash[CONTEXT_KEY] = ctx
+    config.hook.pytest_coldcompile_child_configure(config=config, orders=orders)
     return ctx
 
 
@@ -380,18 +377,9 @@ _arming: _ForkServerArming | None = None
 
 
 def arm_fork_server(config: pytest.Config) -> None:
-    """In the fork server, before it forks any child: see _ForkServerArming. It also shares
-    the first-use imports of its children (shared_imports)."""
+    """In the fork server, before it forks any child: see _ForkServerArming."""
     global _arming
     _arming = _ForkServerArming(config)
-    from pytest_coldcompile.isolation import forkserver  # the server's side, run there
-
-    forkserver.after_each_child(_share_imports)
-
-
-def _share_imports(request: dict[str, Any]) -> Any:
-    names = shared_imports.read_imported(str(request.get("orders", {}).get("dir", "")))
-    return (lambda: shared_imports.import_all(names)) if names else None
 
 
 def _set_up_forked(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:

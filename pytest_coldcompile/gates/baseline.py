@@ -145,15 +145,9 @@ class BaselineGate:
         self.old = load(path)
         self.changes: list[Change] | None = None
 
-    def _records(self) -> dict[str, dict[str, Any]] | None:
-        reporter = self.config.pluginmanager.get_plugin("coldcompile-report")
-        return getattr(reporter, "tests", None)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        records = self._records()
-        if records is None:
-            return
+    def pytest_coldcompile_records_done(
+        self, session: pytest.Session, records: dict[str, dict[str, Any]]
+    ) -> None:
         g = settings.settings(self.config)
         self.changes = compare(self.old, records, g.tolerance)
         for test, record in records.items():

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile.report import PREFIX
+from pytest_coldcompile import options
+from pytest_coldcompile.gates import settings
 
 PARTS = (("selection", "selection_s"), ("tracing", "tracing_s"), ("inductor", "inductor_s"))
 
@@ -28,42 +29,28 @@ def exceeded_message(budget: float, summary: dict[str, Any], source: str) -> str
     )
 
 
-def apply(
-    item: pytest.Item,
-    reports: list[pytest.TestReport],
-    summary: dict[str, Any] | None,
-    budget: tuple[float | None, str],
-) -> None:
-    """Record the budget on the teardown report; over it, turn the passed call into a failure.
+class BudgetGate:
+    """The budget as a gate on the plugin's hooks, in the pytest process that runs the tests."""
 
-    Only a passed call fails: a failure or skip already says more, and a child that recorded
-    no figures (a crash) is judged by what killed it.
-    """
-    seconds, source = budget
-    exceeded: bool | None = None
-    if seconds is not None and summary:
-        exceeded = compile_seconds(summary) > seconds
-        at = next((i for i, r in enumerate(reports) if r.when == "call"), None)
-        call = reports[at] if at is not None else None
-        if exceeded and call is not None and call.passed and not hasattr(call, "wasxfail"):
-            reports[at] = _failed_call(item, call, exceeded_message(seconds, summary, source))
-    if reports:
-        reports[-1].user_properties.extend(
-            [(PREFIX + "budget_s", seconds), (PREFIX + "budget_exceeded", exceeded)]
-        )
+    def pytest_coldcompile_child_orders(self, item: pytest.Item, orders: dict[str, Any]) -> None:
+        settings.budget_for(item)  # a bad budget= of the marker fails the setup, as timeout=
+
+    def pytest_coldcompile_gate(self, item: pytest.Item, record: dict[str, Any]) -> str | None:
+        """Record the budget; over it, fail the passed call. A child that recorded no figures
+        (a crash) is judged by what killed it."""
+        seconds, source = settings.budget_for(item)
+        exceeded: bool | None = None
+        message = None
+        if seconds is not None and "compile_s" in record:  # the child recorded its figures
+            exceeded = compile_seconds(record) > seconds
+            if exceeded:
+                message = exceeded_message(seconds, record, source)
+        record["budget_s"] = seconds
+        record["budget_exceeded"] = exceeded
+        return message
 
 
-def _failed_call(item: pytest.Item, call: pytest.TestReport, message: str) -> pytest.TestReport:
-    """The call report failed with message, as pytest.fail(pytrace=False) in the body would
-    fail it (so -rA, JUnit and xdist show the message); the child's output and figures kept."""
-
-    def fail() -> None:
-        pytest.fail(message, pytrace=False)
-
-    # Built directly, not through the makereport hook: other plugins' wrappers (rerunfailures)
-    # expect the state of an in-process run there.
-    failed = pytest.TestReport.from_item_and_call(item, pytest.CallInfo.from_call(fail, "call"))
-    failed.sections = list(call.sections)
-    failed.duration = call.duration
-    failed.user_properties = list(call.user_properties)
-    return failed
+def register(config: pytest.Config) -> None:
+    """Where cold tests run: the pytest process (and, inherited, its forked children)."""
+    if not options.settings(config).child_orders:
+        config.pluginmanager.register(BudgetGate(), "coldcompile-budget")

@@ -176,13 +176,20 @@ class CudaInitWatch:
     def pytest_collection_finish(self) -> None:
         self.note("during collection")
 
-    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
-        cold = config.pluginmanager.get_plugin("coldcompile-report")
-        if not self.done or not getattr(cold, "tests", None):
+    def pytest_coldcompile_explain_mode(self, mode: str, reason: str) -> str | None:
+        """Who initialized CUDA, when the watcher saw it happen."""
+        self.note("before the first test")
+        return _first.describe() if self.done else None
+
+    def pytest_coldcompile_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.done:
             return
         terminalreporter.write_line("cold-compile: " + _first.describe(), yellow=True)
         for line in _first.stack_lines():
             terminalreporter.write_line(line)
+
+    def pytest_report_header(self) -> list[str]:
+        return [f"cold-compile: {_first.describe()}"] if self.done else []
 
 
 WATCH_NAME = "coldcompile-cuda-init"
@@ -195,19 +202,3 @@ def watch(early_config: pytest.Config) -> None:
         return
     if early_config.pluginmanager.get_plugin(WATCH_NAME) is None:
         early_config.pluginmanager.register(CudaInitWatch(), WATCH_NAME)
-
-
-def explain(config: pytest.Config, reason: str) -> str:
-    """reason, naming who initialized CUDA when the watcher saw it happen."""
-    watcher = config.pluginmanager.get_plugin(WATCH_NAME)
-    if watcher is None:
-        return reason
-    watcher.note("before the first test")
-    return f"{reason}; {_first.describe()}" if watcher.done else reason
-
-
-def header_lines(config: pytest.Config) -> list[str]:
-    watcher = config.pluginmanager.get_plugin(WATCH_NAME)
-    if watcher is None or not watcher.done:
-        return []
-    return [f"cold-compile: {_first.describe()}"]

@@ -65,13 +65,18 @@ class DebugHandoff:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.mode: str | None = None  # the engine's, in the pytest process
+        self.skipped = 0  # failing cold tests that --pdb/--trace could not stop in
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> None:
-        from pytest_coldcompile import plugin
+    def pytest_coldcompile_engine_started(self, engine: Any) -> None:
+        self.mode = engine.mode
 
-        engine = session.config.stash.get(plugin.ENGINE_KEY, None)
-        self.mode = getattr(engine, "mode", None)
+    def pytest_coldcompile_child_orders(self, item: pytest.Item, orders: dict[str, Any]) -> None:
+        """What the child's orders say of the debugger: {"pdb", "trace"}, None if not handed."""
+        orders["debug_handoff"] = order(self.config)
+
+    def pytest_coldcompile_record(self, nodeid: str, record: dict[str, Any]) -> None:
+        if record.get("outcome") in ("failed", "error") and not self.active():
+            self.skipped += 1
 
     def active(self) -> bool:
         return why_not(self.config, self.mode) is None
@@ -119,25 +124,47 @@ class DebugHandoff:
             pyfuncitem.obj = traced
         return (yield)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_coldcompile_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.skipped:
+            terminalreporter.write_line(debugger_line(self.config, self.skipped), yellow=True)
+
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        reporter = self.config.pluginmanager.get_plugin("coldcompile-report")
         why = why_not(self.config, self.mode)
-        if why is not None and getattr(reporter, "debugger_skipped", 0):
+        if why is not None and self.skipped:
             terminalreporter.write_line(
                 "cold-compile: --pdb is handed to the failing cold child only in fork and "
                 f"zygote mode, with an interactive terminal and no xdist; here: {why}",
                 yellow=True)
 
 
-def register(config: pytest.Config, orders: dict[str, Any] | None = None) -> None:
-    """With --pdb or --trace in the pytest process; in a re-collecting (zygote) child, which
-    is not given --pdb, when its orders say so."""
-    wanted = config.getoption("usepdb", False) or config.getoption("trace", False)
-    if not (orders.get("debug_handoff") if orders is not None else wanted):
-        return
-    if config.pluginmanager.get_plugin(NAME) is None:
-        config.pluginmanager.register(DebugHandoff(config), NAME)
+def debugger_line(config: pytest.Config, failing: int) -> str:
+    """The one line saying that the debugger options did not apply to cold children."""
+    flag = "--pdb" if config.getoption("usepdb", False) else "--trace"
+    tests = "test was" if failing == 1 else "tests were"
+    return (
+        f"cold-compile: {flag} cannot stop inside a cold child; {failing} failing cold "
+        f"{tests} reported instead; rerun without --cold-compile to debug"
+    )
+
+
+class DebugChildSide:
+    """In a re-collecting (zygote or spawned) child, which is not given --pdb: the hand-off
+    where its orders say so. Forked children inherit the pytest process's DebugHandoff."""
+
+    def pytest_coldcompile_child_configure(self, config: pytest.Config,
+                                           orders: dict[str, Any]) -> None:
+        if orders.get("debug_handoff") and config.pluginmanager.get_plugin(NAME) is None:
+            config.pluginmanager.register(DebugHandoff(config), NAME)
+
+
+def register(config: pytest.Config) -> None:
+    """With --pdb or --trace, in the pytest process; the child side everywhere (cheap)."""
+    if config.getoption("usepdb", False) or config.getoption("trace", False):
+        if config.pluginmanager.get_plugin(NAME) is None:
+            config.pluginmanager.register(DebugHandoff(config), NAME)
+    config.pluginmanager.register(DebugChildSide(), NAME + "-child")
 
 
 def handed_off(config: pytest.Config) -> bool:

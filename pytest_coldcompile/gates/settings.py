@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile.options import _resolve, marker_seconds, parse_switch, parse_timeout
+from pytest_coldcompile.options import marker_seconds, parse_switch, parse_timeout, resolve
 
 BUDGET_HELP = (
     "Fail a cold test whose compile time (launch selection + tracing + Inductor, as in the "
@@ -82,7 +82,7 @@ def parse_tolerance(value: Any, source: str) -> tuple[float, float]:
 def load(config: pytest.Config) -> GateSettings:
     """The gate settings, command line > ini, each bad value named with its source."""
     opt = config.option
-    budget, budget_source = _resolve(
+    budget, budget_source = resolve(
         config, "cold_compile_budget", "--cold-compile-budget", "cold_compile_budget", "0",
         parse_timeout,
     )

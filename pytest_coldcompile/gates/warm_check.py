@@ -5,7 +5,6 @@ it compiled again (an FX graph, a Triton kernel) is an unstable cache key; so is
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -16,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_coldcompile import records
+from pytest_coldcompile import options, records
 from pytest_coldcompile.child import runner
-from pytest_coldcompile.report import PREFIX
+from pytest_coldcompile.gates import settings
 
 if TYPE_CHECKING:
-    from pytest_coldcompile.isolation.engine import ColdEngine
+    from pytest_coldcompile.isolation.engine import ColdEngine, ColdRun
 
 # torch._dynamo.utils.counters (torch 2.11-2.13): (group, name)
 COUNTERS = (
@@ -87,21 +86,6 @@ def _listing(caches: str) -> set[str]:
     return found
 
 
-def _read_lines(test_dir: str) -> list[dict[str, Any]]:
-    try:
-        with open(os.path.join(test_dir, records.RECORDS), encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line, object_hook=records.decode_hook))
-        except ValueError:
-            continue
-    return out
-
-
 def _counters(lines: list[dict[str, Any]]) -> dict[str, int] | None:
     found = [r for r in lines if r.get("type") == RECORD]
     return {k: v for k, v in found[-1].items() if k != "type"} if found else None
@@ -112,10 +96,9 @@ def keep(engine: ColdEngine, test_dir: str) -> Snapshot | None:
     caches = os.path.join(test_dir, records.CACHES)
     if not os.path.isdir(caches):
         return None
-    engine.count += 1
-    aside = os.path.join(engine.base, f"warm-{engine.count:05d}")
+    aside = os.path.join(engine.new_test_dir(), "warm")
     os.rename(caches, aside)
-    return Snapshot(aside, _listing(aside), _counters(_read_lines(test_dir)))
+    return Snapshot(aside, _listing(aside), _counters(records.read_records(test_dir)))
 
 
 def drop(snapshot: Snapshot | None) -> None:
@@ -184,14 +167,14 @@ def rerun(
     if snapshot is None or not _passed(reports):
         drop(snapshot)
         return None
-    test_dir = engine._new_test_dir()
+    test_dir = engine.new_test_dir()
     try:
         caches = os.path.join(test_dir, records.CACHES)
         os.rename(snapshot.caches, caches)
-        orders = engine._orders(item, test_dir)
+        orders = engine.child_orders(item, test_dir)
         orders["warm_check"] = True
         ended = engine.launch_again(item, orders, timeout)
-        lines = _read_lines(test_dir)
+        lines = records.read_records(test_dir)
         new = sorted(_listing(caches) - snapshot.files)
         kernels = _kernels(caches, new)
     finally:
@@ -208,21 +191,6 @@ def rerun(
     warm["triton_kernels"] = _triton_kernels(new)
     warm["unstable"] = unstable(warm)
     return warm
-
-
-def attach(
-    engine: ColdEngine,
-    item: pytest.Item,
-    reports: list[pytest.TestReport],
-    snapshot: Snapshot | None,
-    timeout: float | None,
-) -> None:
-    """The rerun's ``warm`` object onto the teardown report (hence the JSON report)."""
-    try:
-        warm = rerun(engine, item, reports, snapshot, timeout)
-    except Exception:  # the machinery, not the test: say so on the record, run on
-        warm = failed_rerun(traceback.format_exc())
-    reports[-1].user_properties.append((PREFIX + "warm", warm))
 
 
 def failed_rerun(why: str) -> dict[str, Any]:
@@ -251,17 +219,25 @@ def unstable(warm: dict[str, Any]) -> list[str]:
     return said
 
 
-class WarmSummary:
-    """The terminal summary's warm-check section, from the records' ``warm`` objects."""
+class WarmCheck:
+    """The warm-cache check on the plugin's hooks: the rerun in the pytest process that runs
+    the tests, its section of the summary in the controller."""
 
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
+    def pytest_coldcompile_child_ended(self, item: pytest.Item, run: ColdRun) -> None:
+        """The rerun's ``warm`` object onto the test's record (hence the JSON report)."""
+        snapshot = keep(run.engine, run.test_dir)
+        try:
+            warm = rerun(run.engine, item, run.reports, snapshot, run.timeout)
+        except Exception:  # the machinery, not the test: say so on the record, run on
+            drop(snapshot)
+            warm = failed_rerun(traceback.format_exc())
+        run.record["warm"] = warm
 
     @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        reporter = self.config.pluginmanager.get_plugin("coldcompile-report")
-        tests = getattr(reporter, "tests", None) or {}
-        warm = {k: v["warm"] for k, v in tests.items() if isinstance(v.get("warm"), dict)}
+    def pytest_coldcompile_terminal_summary(
+        self, terminalreporter: Any, records: dict[str, dict[str, Any]]
+    ) -> None:
+        warm = {k: v["warm"] for k, v in records.items() if isinstance(v.get("warm"), dict)}
         if not warm:
             return
         bad = {k: v for k, v in warm.items() if v.get("unstable")}
@@ -272,7 +248,7 @@ class WarmSummary:
             cache = w.get("cache") or {}
             tr.write_line(
                 f"{nodeid}: warm {w.get('outcome')}, compile {_s(w.get('compile_s'))} s "
-                f"(cold {_s(tests[nodeid].get('compile_s'))} s), FX graph cache "
+                f"(cold {_s(records[nodeid].get('compile_s'))} s), FX graph cache "
                 f"{cache.get('fxgraph_cache_hit', 0)} hit / {cache.get('fxgraph_cache_miss', 0)} "
                 f"miss, AOTAutograd cache {cache.get('autograd_cache_hit', 0)} hit / "
                 f"{cache.get('autograd_cache_miss', 0)} miss")
@@ -284,9 +260,12 @@ def _s(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, (int, float)) else "-"
 
 
-def register(config: pytest.Config, in_child: bool) -> None:
-    """The counters' recorder where cold children run (forked ones inherit it from here), and
-    the summary in the pytest process."""
+def register(config: pytest.Config) -> None:
+    """With --cold-compile-warm-check: the counters' recorder wherever cold children run
+    (forked ones inherit it from the pytest process), the rerun and summary in the pytest
+    process."""
+    if not settings.settings(config).warm_check:
+        return
     config.pluginmanager.register(CacheCounterRecorder(config), "coldcompile-cache-counters")
-    if not in_child:
-        config.pluginmanager.register(WarmSummary(config), "coldcompile-warm-summary")
+    if not options.settings(config).child_orders:
+        config.pluginmanager.register(WarmCheck(), "coldcompile-warm-check")

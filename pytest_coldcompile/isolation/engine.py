@@ -1,7 +1,8 @@
 """The parent side of cold runs: fork, zygote or spawn, one private directory and child per test.
 
 One engine per pytest process that runs tests (each xdist worker has its own). It never
-initializes CUDA: device facts come from device.py, the children do the rest.
+initializes CUDA: device facts come from ``devices.cuda``, the children do the rest. It knows
+no feature: gates, proofs and the report take part through the plugin's hooks (``hookspecs``).
 """
 
 from __future__ import annotations
@@ -11,19 +12,17 @@ import shutil
 import sys
 import tempfile
 import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from pytest_coldcompile import options, report, selectors
-from pytest_coldcompile.child import runner
+from pytest_coldcompile import options, record, selectors
+from pytest_coldcompile.child import runner, shared_imports
 from pytest_coldcompile.devices import cuda
-from pytest_coldcompile.gates import budget as budget_gate
-from pytest_coldcompile.gates import cuda_init, debug, warm_check
-from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
 from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
-from pytest_coldcompile.prove import items as prove_items
 
 
 def choose_mode(
@@ -97,18 +96,41 @@ WORKERINPUT = ("workerid", "workercount", "testrunuid", "mainargv")
 TMP_FIXTURES = frozenset({"tmp_path", "tmpdir", "tmp_path_factory", "tmpdir_factory"})
 
 
+@dataclass
+class ColdRun:
+    """One cold child of a test, as the ``pytest_coldcompile_child_ended`` hook sees it."""
+
+    engine: ColdEngine
+    item: pytest.Item
+    test_dir: str  # the child's directory and caches; removed once the hook has returned
+    reports: list[pytest.TestReport]
+    result: child_reports.ChildResult
+    record: dict[str, Any] = field(default_factory=dict)  # the test's record, so far
+    ended: ChildExit | None = None  # None where the child never ran
+    timeout: float | None = None
+
+
+ENGINE_KEY = pytest.StashKey["ColdEngine"]()
+"""Where the pytest process keeps its running engine (``config.stash``), for features whose
+items run a test cold themselves (prove mode)."""
+
+
 class ColdEngine:
-    def __init__(self, session: pytest.Session) -> None:
+    def __init__(self, session: pytest.Session, extra_items: Sequence[pytest.Item] = ()) -> None:
         self.config = session.config
-        # With the originals of proof items that -k deselected: a proof runs them itself.
-        self.items = session.items + prove_items.hidden_originals(session.items)
+        self.hook = self.config.hook
+        # With the items a feature runs cold itself (a proof's original, deselected by -k).
+        present = {id(item) for item in session.items}
+        self.items = session.items + [it for it in extra_items if id(it) not in present]
         self.index = {id(item): i for i, item in enumerate(self.items)}
         self.zygote = zygote.of(self.config)
         self.mode, self.reason = choose_mode(
             options.settings(self.config), self.zygote is not None, zygote.not_started(self.config)
         )
         if options.settings(self.config).mode in ("auto", "fork"):
-            self.reason = cuda_init.explain(self.config, self.reason)
+            more = self.hook.pytest_coldcompile_explain_mode(
+                config=self.config, mode=self.mode, reason=self.reason)
+            self.reason = "; ".join([self.reason, *(m for m in more if m)])
         self.base = tempfile.mkdtemp(prefix="pytest-coldcompile-")
         self.gpu: tuple[str, int] | None = None
         self.server: ForkServer | None = None
@@ -119,7 +141,6 @@ class ColdEngine:
         # Per test file: whether its last cold test that finished compiled a graph
         # (_warms_ahead).
         self.compiled: dict[str, bool] = {}
-        self.warm_check = gate_settings.settings(self.config).warm_check
 
     def start(self) -> None:
         """Everything children should inherit is done here, before the fork server forks."""
@@ -148,9 +169,11 @@ class ColdEngine:
             sys.stdout.flush()
             sys.stderr.flush()
             self.server = ForkServer(
-                self._child_main, preload=self._preload, child_ready=self._child_ready
+                self._child_main, preload=self._preload, child_ready=self._child_ready,
+                after_child=shared_imports.after_child,
             )
             self.server.start()
+        self.hook.pytest_coldcompile_engine_started(engine=self)
 
     def _preload(self) -> None:
         # In the server: selectors whose module is imported already are loaded once, so
@@ -182,7 +205,17 @@ class ColdEngine:
             self.server.kill()
             self.server = None
 
-    def _orders(self, item: pytest.Item, test_dir: str) -> dict[str, Any]:
+    def child_orders(self, item: pytest.Item, test_dir: str) -> dict[str, Any]:
+        """The orders of a cold child of item in test_dir, the features' entries included.
+
+        An implementation of ``pytest_coldcompile_child_orders`` may refuse the test with a
+        ValueError naming a bad marker argument: the engine then fails the test's setup.
+        """
+        orders = self._core_orders(item, test_dir)
+        self.hook.pytest_coldcompile_child_orders(item=item, orders=orders)
+        return orders
+
+    def _core_orders(self, item: pytest.Item, test_dir: str) -> dict[str, Any]:
         try:
             limit, smem_device, source = options.smem_named_for(item)
         except ValueError:
@@ -218,8 +251,6 @@ class ColdEngine:
             "cuda_visible_devices": self.gpu[0] if self.gpu else None,
             "gpu_position": self.gpu[1] if self.gpu else None,
             "warm_compile_stack": self._warms_ahead(item),
-            # --pdb, --trace: the child takes the terminal (gates/debug.py)
-            "debug_handoff": debug.order(self.config),
         }
 
     def _warms_ahead(self, item: pytest.Item) -> bool:
@@ -246,7 +277,8 @@ class ColdEngine:
         self.server.pid = None
         return False
 
-    def _new_test_dir(self) -> str:
+    def new_test_dir(self) -> str:
+        """A new private directory under the engine's, removed when the engine closes."""
         self.count += 1
         test_dir = os.path.join(self.base, f"{self.count:05d}")
         os.makedirs(test_dir)
@@ -262,8 +294,12 @@ class ColdEngine:
         child while this test runs; None where nextitem is not run cold by fork."""
         if nextitem is None or self.mode != "fork" or not options.is_cold(nextitem):
             return None
-        test_dir = self._new_test_dir()
-        orders = self._orders(nextitem, test_dir)
+        test_dir = self.new_test_dir()
+        try:
+            orders = self.child_orders(nextitem, test_dir)
+        except ValueError:  # a bad marker argument: its own run says so
+            shutil.rmtree(test_dir, ignore_errors=True)
+            return None
         self.promised = (nextitem, test_dir, orders)
         return {"index": self.index[id(nextitem)], "orders": orders}
 
@@ -318,28 +354,22 @@ class ColdEngine:
             self.promised = None
         else:
             self._break_promise()  # a rerun, a test the parent failed, a server that died
-            test_dir = self._new_test_dir()
+            test_dir = self.new_test_dir()
         result = child_reports.ChildResult()
         mode, reason = self.mode, self.reason
-        total_s = None
+        ended: ChildExit | None = None
         try:
             timeout, timeout_source = options.timeout_for(item)
+            orders = orders or self.child_orders(item, test_dir)
         except ValueError as exc:  # a bad marker argument: say so, as a setup error
-            shutil.rmtree(test_dir, ignore_errors=True)
-            return child_reports.parent_failure(item, str(exc)), result
-        try:
-            budget = gate_settings.budget_for(item)
-        except ValueError as exc:  # a bad budget= of the marker: a setup error, as timeout=
             shutil.rmtree(test_dir, ignore_errors=True)
             return child_reports.parent_failure(item, str(exc)), result
         if backstop is not None and (timeout is None or backstop[0] < timeout):
             timeout, timeout_source = backstop
         try:
-            orders = orders or self._orders(item, test_dir)
             if extra_orders:
                 orders.update(extra_orders)
             ended = self._launch(item, orders, timeout, nextitem)
-            total_s = ended.seconds
             mode, reason = orders["mode"], orders["mode_reason"]
             result = child_reports.read_records(self.config, item, test_dir)
             summary = result.summary or {}
@@ -350,6 +380,7 @@ class ColdEngine:
                 child_reports.echo_uncaptured(test_dir)
         except (KeyboardInterrupt, SystemExit, pytest.exit.Exception):
             self.kill()  # the child was killed where the wait was interrupted; the server too
+            shutil.rmtree(test_dir, ignore_errors=True)
             raise
         except Exception:
             reports = child_reports.parent_failure(
@@ -358,17 +389,36 @@ class ColdEngine:
         except BaseException as exc:  # pytest-timeout's Failed, raised by its SIGALRM handler
             result = child_reports.read_records(self.config, item, test_dir)
             reports = _interrupted(item, result, test_dir, exc)
+        try:
+            if reports:  # none when pytest.exit() ran before the first phase finished
+                reports = self._finish(item, reports, result, ended, mode, reason, test_dir,
+                                       timeout)
         finally:
-            snapshot = warm_check.keep(self, test_dir) if self.warm_check else None
             shutil.rmtree(test_dir, ignore_errors=True)
-        if reports:  # none when pytest.exit() ran before the first phase finished
-            reports[-1].user_properties.extend(
-                report.properties(mode, reason, result.summary, total_s=total_s)
-            )
-            if self.warm_check:
-                warm_check.attach(self, item, reports, snapshot, timeout)
-            budget_gate.apply(item, reports, result.summary, budget)
         return reports, result
+
+    def _finish(
+        self,
+        item: pytest.Item,
+        reports: list[pytest.TestReport],
+        result: child_reports.ChildResult,
+        ended: ChildExit | None,
+        mode: str,
+        reason: str,
+        test_dir: str,
+        timeout: float | None,
+    ) -> list[pytest.TestReport]:
+        """The features' part (hooks), then the record onto the teardown report."""
+        total_s = ended.seconds if ended is not None else None
+        run = ColdRun(self, item, test_dir, reports, result,
+                      record.fields(mode, reason, result.summary, total_s), ended, timeout)
+        self.hook.pytest_coldcompile_child_ended(item=item, run=run)
+        for message in self.hook.pytest_coldcompile_gate(item=item, record=run.record):
+            if message:
+                child_reports.fail_passed_call(item, run.reports, message)
+        run.reports[-1].user_properties.extend(
+            (record.PREFIX + key, value) for key, value in run.record.items())
+        return run.reports
 
     def launch_again(
         self, item: pytest.Item, orders: dict[str, Any], timeout: float | None

@@ -166,6 +166,14 @@ class ProofLeg:
         return out
 
 
-def arm(config: pytest.Config, orders: dict[str, Any]) -> None:
-    """In a cold child whose orders say "prove": judge this child's test."""
-    config.pluginmanager.register(ProofLeg(config, orders), "coldcompile-proof-leg")
+class ProveChildSide:
+    """In every cold child: a bug-active run, where its orders say "prove", is judged here."""
+
+    def pytest_coldcompile_child_configure(self, config: pytest.Config,
+                                           orders: dict[str, Any]) -> None:
+        if orders.get("prove"):
+            config.pluginmanager.register(ProofLeg(config, orders), "coldcompile-proof-leg")
+
+
+def register(config: pytest.Config) -> None:
+    config.pluginmanager.register(ProveChildSide(), "coldcompile-prove-child")

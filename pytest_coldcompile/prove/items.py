@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile import interop, options
-from pytest_coldcompile.prove import marker
-from pytest_coldcompile.report import PREFIX
+from pytest_coldcompile.isolation.engine import ENGINE_KEY
+from pytest_coldcompile.prove import marker, summary
+from pytest_coldcompile.prove.child import PROOF_RECORD
+from pytest_coldcompile.record import PREFIX
 
 PROOF_PREFIX = PREFIX + "proof."
 PROVER_KEY = pytest.StashKey["Prover"]()
@@ -84,9 +86,7 @@ class Outcome:
 
 
 def _engine(config: pytest.Config) -> Any:
-    from pytest_coldcompile import plugin  # the engine is the plugin's; imported late: a cycle
-
-    engine = config.stash.get(plugin.ENGINE_KEY, None)
+    engine = config.stash.get(ENGINE_KEY, None)
     if engine is None:
         raise RuntimeError("pytest-coldcompile: no cold engine runs in this process")
     return engine
@@ -104,7 +104,7 @@ def _cold_run(item: ProofItem, leg: str | None) -> tuple[list[pytest.TestReport]
 def _verdict_of(reports: list[pytest.TestReport], result: Any) -> dict[str, Any]:
     """The child's proof record; where it wrote none (killed, crashed, timed out, its machinery
     failed), what its reports say."""
-    record = result.proof or {}
+    record = result.last(PROOF_RECORD) or {}
     failed = Outcome.of(reports)
     if record.get("provisional"):  # the child died bringing the bug back
         first = (failed.text.strip().splitlines() or [""])[0]
@@ -219,16 +219,10 @@ def _run(item: ProofItem, baseline: Outcome | None) -> None:
         pytest.fail(text, pytrace=False)
 
 
-def hidden_originals(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The originals of the proof items among items that are not among them (deselected by
-    -k prove): the engine must still be able to run them."""
-    present = {id(it) for it in items}
-    return [it.original for it in items
-            if isinstance(it, ProofItem) and id(it.original) not in present]
-
-
-def has_proofs(items: list[pytest.Item]) -> bool:
-    return any(isinstance(it, ProofItem) for it in items)
+def originals(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The originals of the proof items among items: a proof runs them cold, through the
+    engine, also where -k deselected them."""
+    return [it.original for it in items if isinstance(it, ProofItem)]
 
 
 class Prover:
@@ -280,12 +274,26 @@ class Prover:
                                      (PROOF_PREFIX + "message", str(reason))]
         return report
 
+    def pytest_coldcompile_engine_items(self, session: pytest.Session) -> list[pytest.Item]:
+        return originals(session.items)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_coldcompile_terminal_summary(
+        self, terminalreporter: Any, records: dict[str, dict[str, Any]]
+    ) -> None:
+        proofs = summary.proofs(records)
+        if proofs:
+            terminalreporter.write_sep("=", summary.title(proofs))
+            for line in summary.lines(proofs):
+                terminalreporter.write_line(line)
+
     def pytest_report_header(self) -> list[str]:
         return ["cold-compile: --cold-compile-prove: each test marked guards is run again, "
                 "cold, with its bug active, as TEST[prove]"]
 
 
-def configure(config: pytest.Config) -> None:
+def register(config: pytest.Config) -> None:
+    """The prover in the pytest process, with --cold-compile-prove."""
     s = options.settings(config)
     if s.prove and not s.child_orders:
         prover = Prover(config)

@@ -1,6 +1,6 @@
 """What the reports say about proofs: each proof item's ``cold_compile.proof.*`` properties
-become the ``proof`` object of its JSON record, and the terminal summary lists every proof
-with its verdict.
+are the ``proof`` object of its JSON record (``record.from_properties``), and the terminal
+summary lists every proof with its verdict.
 """
 
 from __future__ import annotations
@@ -8,18 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-PROOF = "proof."
 VERDICT_ORDER = ("caught", "vacuous", "missed", "broken", "unproven", "invalid", "error",
                  "skipped")
-
-
-def nest(figures: dict[str, Any]) -> dict[str, Any]:
-    """figures with its "proof.*" keys gathered under "proof" (absent when there are none)."""
-    proof = {k[len(PROOF):]: v for k, v in figures.items() if k.startswith(PROOF)}
-    out = {k: v for k, v in figures.items() if not k.startswith(PROOF)}
-    if proof:
-        out["proof"] = proof
-    return out
 
 
 def proofs(tests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

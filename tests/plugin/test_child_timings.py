@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from coldhelp import conftest, needs_fork, needs_modules, run
 
-from pytest_coldcompile import report
+from pytest_coldcompile import record
 from pytest_coldcompile.child import stats
 
 
@@ -60,11 +60,11 @@ def test_breakdown_splits_compile_windows(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_total_seconds_travel_as_a_property() -> None:
     summary = {"compile_s": 1.5, "selection_s": 0.5, "tracing_s": 0.25, "inductor_s": 0.75}
-    props = dict(report.properties("fork", "why", summary, total_s=2.0004))
+    props = dict(record.properties("fork", "why", summary, total_s=2.0004))
     assert props["cold_compile.total_s"] == 2.0
     for key, value in summary.items():
         assert props["cold_compile." + key] == value
-    assert "cold_compile.total_s" not in dict(report.properties("fork", "why", summary))
+    assert "cold_compile.total_s" not in dict(record.properties("fork", "why", summary))
 
 
 TIMED_SELECTOR = """

@@ -103,6 +103,31 @@ def test_a_bad_value_names_where_it_came_from(
     result.stderr.fnmatch_lines([f"*{message}*"])
 
 
+@pytest.mark.parametrize("cold", [False, True], ids=["in-process", "cold"])
+def test_a_bad_marker_argument_is_a_clean_test_error(pytester: pytest.Pytester, cold: bool) -> None:
+    # As pytest's own skipif with a bad condition: the message alone, no traceback through
+    # the plugin's modules.
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.smem_limit("plenty")
+        def test_a():
+            pass
+        @pytest.mark.requires_cuda(12)
+        def test_b():
+            pass
+        """
+    )
+    result = run_inprocess(pytester, *(["--cold-compile", "--cold-compile-mode=fork"] if cold
+                                       else []))
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*smem_limit marker of *::test_a: expected a positive whole "
+                                 "number of bytes, got 'plenty'*"])
+    out = result.stdout.str()
+    assert "Traceback" not in out and "ValueError" not in out, out
+    assert "pytest_coldcompile" not in out.split("short test summary")[0], out
+
+
 def test_a_bad_marker_argument_fails_that_test_naming_the_marker(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

@@ -21,7 +21,7 @@ import torch
 from force_step import Case, compile_step, make_step, operands
 from trusting import TrustingSelector
 
-from gridpair.selector import using_selector
+from gridpair.active import using_selector
 
 LIMIT = 101376
 # Inductor's autotuner re-raises a load's OutOfResources as a RuntimeError carrying its text but
