@@ -8,6 +8,8 @@ quoted in README.md and docs/plugin.md are produced again, by the command named 
 
 from __future__ import annotations
 
+import argparse
+import importlib.metadata
 import re
 import shlex
 import subprocess
@@ -21,6 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PLUGIN_DOC = DOCS / "plugin.md"
 PLUGIN_NAME = "coldcompile"  # the pytest11 entry point's name
+
+
+def without_the_plugin() -> list[str]:
+    """`-p no:NAME` for every pytest11 entry point into this package: a part of the plugin
+    that came to register itself would otherwise count as pytest's own."""
+    names = {PLUGIN_NAME} | {ep.name for ep in importlib.metadata.entry_points(group="pytest11")
+                             if ep.value.split(".")[0].split(":")[0] == "pytest_coldcompile"}
+    return [arg for name in sorted(names) for arg in ("-p", f"no:{name}")]
 
 # Public attributes a fixture's object has that are not for tests to call.
 NOT_FOR_TESTS = {"launch_events": {"add"}}  # the listener the fixture subscribes to selectors
@@ -63,7 +73,7 @@ def plugin_surface(pytester: pytest.Pytester) -> tuple[dict, set[str], set[str]]
     pytest session has with it, less what it has without."""
     with_it = _configured(pytester)
     assert with_it.pluginmanager.get_plugin(PLUGIN_NAME) is not None, "the plugin did not load"
-    without = _configured(pytester, "-p", f"no:{PLUGIN_NAME}")
+    without = _configured(pytester, *without_the_plugin())
 
     def options(config: pytest.Config) -> dict:
         parser = config._parser
@@ -77,7 +87,7 @@ def plugin_surface(pytester: pytest.Pytester) -> tuple[dict, set[str], set[str]]
 
     ours = {name: opt for name, opt in options(with_it).items()
             if name not in options(without)
-            and opt.attrs().get("help") != "==SUPPRESS=="}  # internal: argparse.SUPPRESS
+            and opt.attrs().get("help") != argparse.SUPPRESS}  # internal options
     ini = set(with_it._parser._inidict) - set(without._parser._inidict)
     return ours, ini, markers(with_it) - markers(without)
 
@@ -126,7 +136,7 @@ def _plugin_fixtures(pytester: pytest.Pytester) -> set[str]:
         out = run_inprocess(pytester, "--fixtures", *args).stdout.lines
         return {m.group(1) for line in out if (m := re.match(r"(\w+)( \[.*\])?( -- .*)?$", line))}
 
-    return names() - names("-p", f"no:{PLUGIN_NAME}")
+    return names() - names(*without_the_plugin())
 
 
 def test_every_fixture_attribute_is_documented(pytester: pytest.Pytester) -> None:
