@@ -65,7 +65,11 @@ def on_linked_pages(row: list[str], needle: str) -> list[str]:
 
 
 def _configured(pytester: pytest.Pytester, *args: str) -> pytest.Config:
-    return pytester.parseconfigure("-p", "no:cacheprovider", *args)
+    before = set(sys.modules)
+    config = pytester.parseconfigure("-p", "no:cacheprovider", *args)
+    # pytester forgets what a run imported, and torch cannot be imported twice in a process
+    assert not {"torch", "triton"} & (set(sys.modules) - before), "configuring imported torch"
+    return config
 
 
 def plugin_surface(pytester: pytest.Pytester) -> tuple[dict, set[str], set[str]]:
