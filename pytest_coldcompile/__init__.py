@@ -1,7 +1,8 @@
 """pytest-coldcompile: run kernel regressions in processes that compiled nothing before.
 
 Public API for downstream projects: register a launch selector, read its events. Importing
-this package is cheap: it never imports torch or triton (nor pytest: gridpair imports it).
+this package is cheap: it never imports torch or triton (nor pytest: a library may import it
+outside a test run; gridpair never does, its selector is duck-typed).
 """
 
 import sys
