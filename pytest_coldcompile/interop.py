@@ -11,6 +11,25 @@ from typing import Any
 
 import pytest
 
+_xml_key: Any = None
+try:  # private: where pytest keeps its JUnit XML writer (LogXML) in config.stash
+    from _pytest import junitxml as _junitxml
+
+    _xml_key = _junitxml.xml_key
+except (ImportError, AttributeError):  # pragma: no cover - no XML we could feed then
+    pass
+
+
+def junit_xml(config: pytest.Config) -> Any:
+    """This session's LogXML (--junitxml), None where there is none."""
+    return config.stash.get(_xml_key, None) if _xml_key is not None else None
+
+
+def set_junit_xml(config: pytest.Config, writer: Any) -> None:
+    """Put writer where pytest's record_xml_attribute and record_testsuite_property look."""
+    if _xml_key is not None:
+        config.stash[_xml_key] = writer
+
 
 class TerminalStandIn:
     """config.get_terminal_writer() and the reporter's write methods, onto this stderr."""
@@ -66,6 +85,7 @@ class Reruns:
         return True
 
     def pause(self) -> None:
+        assert self.plugin is not None  # again() answered True: rerunfailures is here
         delay = self.plugin.get_reruns_delay(self.item)
         backoff = getattr(self.plugin, "get_reruns_delay_backoff_factor", lambda item: 1)
         time.sleep(delay * backoff(self.item) ** (self.attempt - 1))

@@ -156,7 +156,8 @@ _compilable: dict[int, tuple[Any, Any]] = {}
 
 def as_jit(value: Any) -> Any:
     """value, or the JITFunction of value when it is an interpreted @triton.jit function."""
-    if not isinstance(value, _interpreted_function()):
+    interpreted: Any = _interpreted_function()
+    if not isinstance(value, interpreted):
         return value
     held = _compilable.get(id(value))
     if held is None or held[0] is not value:

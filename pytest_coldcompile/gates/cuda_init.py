@@ -48,9 +48,9 @@ class FirstInit:
 
     def user_frame(self) -> traceback.FrameSummary | None:
         """The innermost frame outside torch, this plugin, pytest and importlib."""
-        torch = sys.modules.get("torch")
-        torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep if (
-            torch is not None and getattr(torch, "__file__", None)) else None
+        torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+        torch_dir = (os.path.dirname(os.path.abspath(torch_file)) + os.sep
+                     if isinstance(torch_file, str) else None)
         for frame in reversed(self.stack or []):
             path = os.path.abspath(frame.filename)
             if torch_dir and path.startswith(torch_dir):

@@ -180,7 +180,8 @@ def rerun(
     finally:
         shutil.rmtree(test_dir, ignore_errors=True)
         drop(snapshot)
-    summary = next((r for r in reversed(lines) if r.get("type") == "summary"), {})
+    summary: dict[str, Any] = next(
+        (r for r in reversed(lines) if r.get("type") == "summary"), {})
     warm: dict[str, Any] = {key: summary.get(key) for key in WARM_FIGURES}
     warm["total_s"] = round(float(ended.seconds), 3) if ended.seconds is not None else None
     warm["outcome"] = _outcome(lines, ended)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import records
+from pytest_coldcompile import interop, records
 from pytest_coldcompile.isolation.forkserver import ChildExit
 
 # The last line of a child's traceback when a launch selector failed to load, subscribe or
@@ -95,11 +95,7 @@ def replay_junitxml(config: pytest.Config, item: pytest.Item, result: ChildResul
     """
     if not result.junitxml:
         return
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:
-        return
-    xml = config.stash.get(xml_key, None)
+    xml = interop.junit_xml(config)
     if xml is None:
         return
     for what, name, value in result.junitxml:

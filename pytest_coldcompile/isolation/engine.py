@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import options, record, selectors
+from pytest_coldcompile import interop, options, record, selectors
 from pytest_coldcompile.child import runner, shared_imports
 from pytest_coldcompile.devices import cuda
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
@@ -84,11 +84,6 @@ def _needs_device_facts(items: list[pytest.Item]) -> bool:
         for it in items
     )
 
-
-try:  # private: where pytest keeps its JUnit XML writer
-    from _pytest.junitxml import xml_key as _JUNIT_XML_KEY
-except ImportError:  # pragma: no cover - a pytest without it writes no XML we could feed
-    _JUNIT_XML_KEY = None
 
 # The xdist worker facts that a re-collecting (zygote or spawned) child is given.
 WORKERINPUT = ("workerid", "workercount", "testrunuid", "mainargv")
@@ -225,7 +220,7 @@ class ColdEngine:
         except ValueError:
             emulate_device = None  # the same
         workerinput = getattr(self.config, "workerinput", None)
-        xml = self.config.stash.get(_JUNIT_XML_KEY, None) if _JUNIT_XML_KEY else None
+        xml = interop.junit_xml(self.config)
         return {
             # A re-collecting child refuses another item under the same node id.
             "fingerprint": runner.item_fingerprint(item),
