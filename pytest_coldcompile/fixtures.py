@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import options, selectors
+from pytest_coldcompile import item_options, selectors
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.protocol import KINDS, LaunchEvent
 
@@ -39,7 +39,7 @@ def cold_state(request: pytest.FixtureRequest) -> ColdState:
     if ctx is not None:
         return ColdState(True, ctx.mode, ctx.cache_dir, ctx.smem_limit, ctx.smem_device,
                          ctx.emulated_device)
-    limit, device, _ = options.smem_named_for(request.node)
+    limit, device, _ = item_options.smem_named_for(request.node)
     return ColdState(False, None, None, limit, device)
 
 

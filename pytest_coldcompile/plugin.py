@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import hookspecs, interop, options, report
+from pytest_coldcompile import hookspecs, interop, item_options, options, report
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
@@ -122,7 +122,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
     if not s.child_orders and not config.option.collectonly:
         extra = [it for found in config.hook.pytest_coldcompile_engine_items(session=session)
                  for it in found or ()]
-        if extra or any(options.is_cold(item) for item in session.items):
+        if extra or any(item_options.is_cold(item) for item in session.items):
             engine = ColdEngine(session, extra)
     if engine is not None:
         engine.start()
@@ -143,7 +143,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     engine = item.config.stash.get(ENGINE_KEY, None)
     if runner.active(item.config) is not None:
         return _child_protocol(item, nextitem)
-    if engine is None or not options.is_cold(item):
+    if engine is None or not item_options.is_cold(item):
         return None
     ihook = item.ihook
     backstop = interop.timeout_plugin_backstop(item)
@@ -214,9 +214,9 @@ def _teardown_parent(
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     try:
-        limit, source = options.effective_smem_for(item)
-        needs_cuda = options.requires_cuda(item)
-        needs_smem = options.required_smem(item)
+        limit, source = item_options.effective_smem_for(item)
+        needs_cuda = item_options.requires_cuda(item)
+        needs_smem = item_options.required_smem(item)
     except ValueError as exc:  # a bad marker argument: the message names it, no traceback
         pytest.fail(str(exc), pytrace=False)
     if needs_cuda or needs_smem is not None:
@@ -224,7 +224,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         markers.skip_unless_device(needs_cuda, needs_smem, limit, source)
         del item.stash[DEVICE_SKIP_KEY]
     if limit is not None and runner.active(item.config) is None and not item.stash.get(
-        options.PROOF_ITEM_KEY, False  # a proof's cold children are capped, not this process
+        item_options.PROOF_ITEM_KEY, False  # a proof's cold children are capped, not this process
     ):
         # In-process: capped from setup to teardown. Kernels this process loaded before are
         # not checked again.

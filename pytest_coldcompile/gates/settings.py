@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile.options import marker_seconds, parse_switch, parse_timeout, resolve
+from pytest_coldcompile.item_options import marker_seconds
+from pytest_coldcompile.options import ini_bool, parse_timeout, resolve
 
 BUDGET_HELP = (
     "Fail a cold test whose compile time (launch selection + tracing + Inductor, as in the "
@@ -64,7 +65,7 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--cold-compile-warm-check", action="store_true", default=None,
                     help=WARM_CHECK_HELP)
     parser.addini("cold_compile_budget", BUDGET_HELP, default="0")
-    parser.addini("cold_compile_warm_check", WARM_CHECK_HELP, default="false")
+    parser.addini("cold_compile_warm_check", WARM_CHECK_HELP, type="bool", default=False)
 
 
 def parse_tolerance(value: Any, source: str) -> tuple[float, float]:
@@ -93,8 +94,7 @@ def load(config: pytest.Config) -> GateSettings:
     if opt.cold_compile_warm_check is not None:
         warm_check = bool(opt.cold_compile_warm_check)
     else:
-        warm_check = parse_switch(config.getini("cold_compile_warm_check"),
-                                  "ini cold_compile_warm_check")
+        warm_check = ini_bool(config, "cold_compile_warm_check")
     baseline = Path(opt.cold_compile_baseline) if opt.cold_compile_baseline else None
     if opt.cold_compile_baseline_strict and baseline is None:
         raise pytest.UsageError("--cold-compile-baseline-strict: needs --cold-compile-baseline")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import interop, options, record, selectors
+from pytest_coldcompile import interop, item_options, options, record, selectors
 from pytest_coldcompile.child import runner, shared_imports
 from pytest_coldcompile.devices import cuda
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
@@ -212,11 +212,11 @@ class ColdEngine:
 
     def _core_orders(self, item: pytest.Item, test_dir: str) -> dict[str, Any]:
         try:
-            limit, smem_device, source = options.smem_named_for(item)
+            limit, smem_device, source = item_options.smem_named_for(item)
         except ValueError:
             limit, smem_device, source = None, None, ""  # the child's setup reports it
         try:
-            emulate_device, _ = options.emulated_device_for(item)
+            emulate_device, _ = item_options.emulated_device_for(item)
         except ValueError:
             emulate_device = None  # the same
         workerinput = getattr(self.config, "workerinput", None)
@@ -287,7 +287,7 @@ class ColdEngine:
     def _announce(self, nextitem: pytest.Item | None) -> dict[str, Any] | None:
         """The fork request of nextitem, promised now so that the fork server readies its
         child while this test runs; None where nextitem is not run cold by fork."""
-        if nextitem is None or self.mode != "fork" or not options.is_cold(nextitem):
+        if nextitem is None or self.mode != "fork" or not item_options.is_cold(nextitem):
             return None
         test_dir = self.new_test_dir()
         try:
@@ -354,7 +354,7 @@ class ColdEngine:
         mode, reason = self.mode, self.reason
         ended: ChildExit | None = None
         try:
-            timeout, timeout_source = options.timeout_for(item)
+            timeout, timeout_source = item_options.timeout_for(item)
             orders = orders or self.child_orders(item, test_dir)
         except ValueError as exc:  # a bad marker argument: say so, as a setup error
             shutil.rmtree(test_dir, ignore_errors=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import interop, options
+from pytest_coldcompile import interop, item_options, options
 from pytest_coldcompile.isolation.engine import ENGINE_KEY
 from pytest_coldcompile.prove import marker, summary
 from pytest_coldcompile.prove.child import PROOF_RECORD
@@ -41,7 +41,7 @@ class ProofItem(pytest.Item):
         super().__init__(**kwargs)
         self.original = original
         self.guards = guards
-        self.stash[options.PROOF_ITEM_KEY] = True
+        self.stash[item_options.PROOF_ITEM_KEY] = True
         for mark in original.own_markers:
             if mark.name not in _NOT_COPIED:  # -m selection, skips with their usual reasons
                 self.own_markers.append(mark)

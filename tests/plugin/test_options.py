@@ -74,7 +74,7 @@ def test_markers_are_documented(pytester: pytest.Pytester) -> None:
         (
             [],
             "cold_compile_warm_ahead = sometimes",
-            "ini cold_compile_warm_ahead: expected true or false, got 'sometimes'",
+            "ini cold_compile_warm_ahead: expected true or false (invalid truth value 'sometimes')",
         ),
         (
             [],
