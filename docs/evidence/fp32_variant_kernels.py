@@ -10,7 +10,8 @@ split once into a TF32 high part and an fp32 rest.
 """
 import triton
 import triton.language as tl
-from gridpair.kernels import _load_rows, _store_rows, _rows_program
+
+from gridpair.kernels import _load_rows, _rows_program, _store_rows
 
 
 @triton.jit
@@ -39,9 +40,13 @@ def _load_split_projector(ptr, points, s_main, s_tail, GRID: tl.constexpr, PADDE
 
 @triton.jit
 def _dot3(a_hi, a_lo, b_hi, b_lo, acc):
-    acc = tl.dot(a_lo, b_hi, acc, input_precision="tf32")
-    acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32")
-    return tl.dot(a_hi, b_hi, acc, input_precision="tf32")
+    """acc + a @ b in three TF32 products, in the order of Triton's own tf32x3: the small
+    terms from zero, then the large, then the running sum added in IEEE fp32. The tensor cores'
+    accumulation does not round to nearest; fed the running sum, the small terms lose to it
+    (call 1 of round 13: 5e-6 against 7e-7)."""
+    small = tl.dot(a_lo, b_hi, input_precision="tf32")
+    small = tl.dot(a_hi, b_lo, small, input_precision="tf32")
+    return acc + tl.dot(a_hi, b_hi, small, input_precision="tf32")
 
 
 @triton.jit
@@ -191,8 +196,10 @@ def fwd_chunk(
     KC: tl.constexpr = 32
     NCH: tl.constexpr = PADDED // KC
     rows, s_main, s_tail = _rows_program(BLOCK_M, SLOTS_MAIN, TAIL)
-    lo_, lok = _row_offsets(rows, n_rows, left_stride_n, left_stride_f, left_stride_c, FOCUS, CHANNELS)
-    ro_, rok = _row_offsets(rows, n_rows, right_stride_n, right_stride_f, right_stride_c, FOCUS, CHANNELS)
+    lo_, lok = _row_offsets(rows, n_rows, left_stride_n, left_stride_f, left_stride_c, FOCUS,
+                            CHANNELS)
+    ro_, rok = _row_offsets(rows, n_rows, right_stride_n, right_stride_f, right_stride_c,
+                            FOCUS, CHANNELS)
     acc_m = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
     acc_t = tl.zeros((BLOCK_M, TAIL), dtype=tl.float32)
     for start in range(0, GRID, BLOCK_G):
@@ -202,9 +209,11 @@ def fwd_chunk(
         for c in tl.static_range(NCH):
             sl = c * KC + tl.arange(0, KC)
             th, tlo = _chunk_proj(to_grid_ptr, points, sl, GRID, PADDED)
-            lh, ll = _chunk_rows(left_ptr, lo_, lok, sl, left_stride_d, CHANNELS * left_stride_c, FRAMES, SLOTS)
+            lh, ll = _chunk_rows(left_ptr, lo_, lok, sl, left_stride_d,
+                                 CHANNELS * left_stride_c, FRAMES, SLOTS)
             f_l = _dot3(lh, ll, tl.trans(th), tl.trans(tlo), f_l)
-            rh, rl = _chunk_rows(right_ptr, ro_, rok, sl, right_stride_d, CHANNELS * right_stride_c, FRAMES, SLOTS)
+            rh, rl = _chunk_rows(right_ptr, ro_, rok, sl, right_stride_d,
+                                 CHANNELS * right_stride_c, FRAMES, SLOTS)
             f_r = _dot3(rh, rl, tl.trans(th), tl.trans(tlo), f_r)
         fhm, flm, fht, flt = _load_split_projector(from_grid_ptr, points, s_main, s_tail, GRID,
                                                    PADDED, HAS_TAIL)
@@ -230,9 +239,12 @@ def bwd_chunk(
     KC: tl.constexpr = 32
     NCH: tl.constexpr = PADDED // KC
     rows, s_main, s_tail = _rows_program(BLOCK_M, SLOTS_MAIN, TAIL)
-    go_, gok = _row_offsets(rows, n_rows, grad_out_stride_n, grad_out_stride_f, grad_out_stride_c, FOCUS, CHANNELS)
-    lo_, lok = _row_offsets(rows, n_rows, left_stride_n, left_stride_f, left_stride_c, FOCUS, CHANNELS)
-    ro_, rok = _row_offsets(rows, n_rows, right_stride_n, right_stride_f, right_stride_c, FOCUS, CHANNELS)
+    go_, gok = _row_offsets(rows, n_rows, grad_out_stride_n, grad_out_stride_f,
+                            grad_out_stride_c, FOCUS, CHANNELS)
+    lo_, lok = _row_offsets(rows, n_rows, left_stride_n, left_stride_f, left_stride_c, FOCUS,
+                            CHANNELS)
+    ro_, rok = _row_offsets(rows, n_rows, right_stride_n, right_stride_f, right_stride_c,
+                            FOCUS, CHANNELS)
     gl_m = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
     gl_t = tl.zeros((BLOCK_M, TAIL), dtype=tl.float32)
     gr_m = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
@@ -245,12 +257,15 @@ def bwd_chunk(
         for c in tl.static_range(NCH):
             sl = c * KC + tl.arange(0, KC)
             fh, flo = _chunk_proj(from_grid_ptr, points, sl, GRID, PADDED)
-            gh, gl = _chunk_rows(grad_out_ptr, go_, gok, sl, grad_out_stride_d, CHANNELS * grad_out_stride_c, FRAMES, SLOTS)
+            gh, gl = _chunk_rows(grad_out_ptr, go_, gok, sl, grad_out_stride_d,
+                                 CHANNELS * grad_out_stride_c, FRAMES, SLOTS)
             f_go = _dot3(gh, gl, tl.trans(fh), tl.trans(flo), f_go)
             th, tlo = _chunk_proj(to_grid_ptr, points, sl, GRID, PADDED)
-            lh, ll = _chunk_rows(left_ptr, lo_, lok, sl, left_stride_d, CHANNELS * left_stride_c, FRAMES, SLOTS)
+            lh, ll = _chunk_rows(left_ptr, lo_, lok, sl, left_stride_d,
+                                 CHANNELS * left_stride_c, FRAMES, SLOTS)
             t_l = _dot3(lh, ll, tl.trans(th), tl.trans(tlo), t_l)
-            rh, rl = _chunk_rows(right_ptr, ro_, rok, sl, right_stride_d, CHANNELS * right_stride_c, FRAMES, SLOTS)
+            rh, rl = _chunk_rows(right_ptr, ro_, rok, sl, right_stride_d,
+                                 CHANNELS * right_stride_c, FRAMES, SLOTS)
             t_r = _dot3(rh, rl, tl.trans(th), tl.trans(tlo), t_r)
         thm, tlm, tht, tlt = _load_split_projector(to_grid_ptr, points, s_main, s_tail, GRID,
                                                    PADDED, HAS_TAIL)
@@ -260,3 +275,82 @@ def bwd_chunk(
                 FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
     _store_rows(grad_right_ptr, gr_m, gr_t, rows, n_rows, s_main, s_tail,
                 FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
+
+
+@triton.jit
+def _pair_pass(a_ptr, a_sn, a_sd, a_sf, a_sc, b_ptr, b_sn, b_sd, b_sf, b_sc, pa_ptr, pb_ptr,
+               q_ptr, out_ptr, n_rows,
+               FOCUS: tl.constexpr, FRAMES: tl.constexpr, CHANNELS: tl.constexpr,
+               GRID: tl.constexpr, SLOTS: tl.constexpr, SLOTS_MAIN: tl.constexpr,
+               SLOTS_TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr,
+               WIDE: tl.constexpr):
+    """out = Q^T [(Pa a) * (Pb b)] for one block of rows, the projections in 32-slot chunks
+    with the rows read again per chunk: one grid pair, every order's term has this shape."""
+    HAS_TAIL: tl.constexpr = SLOTS_TAIL > 0
+    TAIL: tl.constexpr = SLOTS_TAIL if HAS_TAIL else 16
+    PADDED: tl.constexpr = SLOTS_MAIN + SLOTS_TAIL
+    KC: tl.constexpr = 32
+    NCH: tl.constexpr = PADDED // KC
+    rows, s_main, s_tail = _rows_program(BLOCK_M, SLOTS_MAIN, TAIL)
+    a_rows, a_ok = _row_offsets(rows, n_rows, a_sn, a_sf, a_sc, FOCUS, CHANNELS)
+    b_rows, b_ok = _row_offsets(rows, n_rows, b_sn, b_sf, b_sc, FOCUS, CHANNELS)
+    acc_m = tl.zeros((BLOCK_M, SLOTS_MAIN), dtype=tl.float32)
+    acc_t = tl.zeros((BLOCK_M, TAIL), dtype=tl.float32)
+    for start in range(0, GRID, BLOCK_G):
+        points = start + tl.arange(0, BLOCK_G)
+        f_a = tl.zeros((BLOCK_M, BLOCK_G), dtype=tl.float32)
+        f_b = tl.zeros((BLOCK_M, BLOCK_G), dtype=tl.float32)
+        for c in tl.static_range(NCH):
+            sl = c * KC + tl.arange(0, KC)
+            ph, plo = _chunk_proj(pa_ptr, points, sl, GRID, PADDED)
+            xh, xl = _chunk_rows(a_ptr, a_rows, a_ok, sl, a_sd, CHANNELS * a_sc, FRAMES, SLOTS)
+            f_a = _dot3(xh, xl, tl.trans(ph), tl.trans(plo), f_a)
+            ph, plo = _chunk_proj(pb_ptr, points, sl, GRID, PADDED)
+            xh, xl = _chunk_rows(b_ptr, b_rows, b_ok, sl, b_sd, CHANNELS * b_sc, FRAMES, SLOTS)
+            f_b = _dot3(xh, xl, tl.trans(ph), tl.trans(plo), f_b)
+        qhm, qlm, qht, qlt = _load_split_projector(q_ptr, points, s_main, s_tail, GRID, PADDED,
+                                                   HAS_TAIL)
+        acc_m, acc_t = _back3(acc_m, acc_t, f_a * f_b, qhm, qlm, qht, qlt, HAS_TAIL)
+    _store_rows(out_ptr, acc_m, acc_t, rows, n_rows, s_main, s_tail,
+                FOCUS, FRAMES, CHANNELS, SLOTS, HAS_TAIL, WIDE)
+
+
+@triton.jit
+def fwd_pair(
+    left_ptr, right_ptr, to_grid_ptr, from_grid_ptr, out_ptr, n_rows,
+    left_stride_n, left_stride_d, left_stride_f, left_stride_c,
+    right_stride_n, right_stride_d, right_stride_f, right_stride_c,
+    FOCUS: tl.constexpr, FRAMES: tl.constexpr, CHANNELS: tl.constexpr, GRID: tl.constexpr,
+    SLOTS: tl.constexpr, SLOTS_MAIN: tl.constexpr, SLOTS_TAIL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr, WIDE: tl.constexpr,
+):
+    """The forward as one pass: F^T [(T l)(T r)]."""
+    _pair_pass(left_ptr, left_stride_n, left_stride_d, left_stride_f, left_stride_c,
+               right_ptr, right_stride_n, right_stride_d, right_stride_f, right_stride_c,
+               to_grid_ptr, to_grid_ptr, from_grid_ptr, out_ptr, n_rows, FOCUS, FRAMES,
+               CHANNELS, GRID, SLOTS, SLOTS_MAIN, SLOTS_TAIL, BLOCK_M, BLOCK_G, WIDE)
+
+
+@triton.jit
+def bwd_pair(
+    grad_out_ptr, left_ptr, right_ptr, to_grid_ptr, from_grid_ptr,
+    grad_left_ptr, grad_right_ptr, n_rows,
+    grad_out_stride_n, grad_out_stride_d, grad_out_stride_f, grad_out_stride_c,
+    left_stride_n, left_stride_d, left_stride_f, left_stride_c,
+    right_stride_n, right_stride_d, right_stride_f, right_stride_c,
+    FOCUS: tl.constexpr, FRAMES: tl.constexpr, CHANNELS: tl.constexpr, GRID: tl.constexpr,
+    SLOTS: tl.constexpr, SLOTS_MAIN: tl.constexpr, SLOTS_TAIL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr, WIDE: tl.constexpr,
+):
+    """The backward as two passes, one gradient each (six grid products instead of five, each
+    with the forward's registers): g_l = T^T [(F go)(T r)], then g_r = T^T [(F go)(T l)]."""
+    _pair_pass(grad_out_ptr, grad_out_stride_n, grad_out_stride_d, grad_out_stride_f,
+               grad_out_stride_c, right_ptr, right_stride_n, right_stride_d, right_stride_f,
+               right_stride_c, from_grid_ptr, to_grid_ptr, to_grid_ptr, grad_left_ptr, n_rows,
+               FOCUS, FRAMES, CHANNELS, GRID, SLOTS, SLOTS_MAIN, SLOTS_TAIL, BLOCK_M, BLOCK_G,
+               WIDE)
+    _pair_pass(grad_out_ptr, grad_out_stride_n, grad_out_stride_d, grad_out_stride_f,
+               grad_out_stride_c, left_ptr, left_stride_n, left_stride_d, left_stride_f,
+               left_stride_c, from_grid_ptr, to_grid_ptr, to_grid_ptr, grad_right_ptr, n_rows,
+               FOCUS, FRAMES, CHANNELS, GRID, SLOTS, SLOTS_MAIN, SLOTS_TAIL, BLOCK_M, BLOCK_G,
+               WIDE)

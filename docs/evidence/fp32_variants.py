@@ -31,24 +31,16 @@ from gridpair.launch import launch, pad_projector  # noqa: E402
 from numerics import relative_error  # noqa: E402
 
 KERNELS = {("fwd", "split"): variants.fwd_split, ("bwd", "split"): variants.bwd_split,
-           ("fwd", "chunk"): variants.fwd_chunk, ("bwd", "chunk"): variants.bwd_chunk}
+           ("fwd", "chunk"): variants.fwd_chunk, ("bwd", "chunk"): variants.bwd_chunk,
+           ("fwd", "pair"): variants.fwd_pair, ("bwd", "pair"): variants.bwd_pair}
+# Call 1 of round 13 timed split and chunk at 16 and 32 rows (docs/evidence/h200/round13/
+# fp32-call1); this plan times the 64-row warpgroup tiles that chunking lets compile.
 PLAN = {
-    "fwd": [("shipped", "16,32,2,4,tf32x3"), ("shipped", "16,64,2,8,tf32x3"),
-            ("shipped", "16,32,2,8,tf32x3"),
-            ("split", "16,32,2,4,tf32x3"), ("split", "16,32,2,8,tf32x3"),
-            ("split", "16,64,2,8,tf32x3"),
-            ("chunk", "16,32,2,4,tf32x3"), ("chunk", "16,32,1,4,tf32x3"),
-            ("chunk", "16,64,1,4,tf32x3"), ("chunk", "16,16,2,4,tf32x3"),
-            ("chunk", "16,16,1,4,tf32x3"), ("chunk", "16,32,1,8,tf32x3"),
-            ("chunk", "32,32,1,8,tf32x3"), ("chunk", "32,32,2,8,tf32x3"),
-            ("chunk", "32,16,2,4,tf32x3")],
-    "bwd": [("shipped", "16,32,2,4,tf32x3"), ("shipped", "16,32,2,8,tf32x3"),
-            ("shipped", "16,64,1,8,tf32x3"),
-            ("split", "16,32,2,4,tf32x3"), ("split", "16,32,2,8,tf32x3"),
-            ("chunk", "16,32,2,4,tf32x3"), ("chunk", "16,32,1,4,tf32x3"),
-            ("chunk", "16,16,2,4,tf32x3"), ("chunk", "16,16,1,4,tf32x3"),
-            ("chunk", "32,32,1,8,tf32x3"), ("chunk", "32,16,1,4,tf32x3"),
-            ("chunk", "16,32,1,8,tf32x3")],
+    op: [("shipped", "16,32,2,4,tf32x3"), ("chunk", "16,32,2,4,tf32x3"),
+         ("pair", "16,32,2,4,tf32x3"), ("pair", "64,16,1,4,tf32x3"),
+         ("pair", "64,16,1,8,tf32x3"), ("pair", "64,32,1,8,tf32x3"),
+         ("pair", "64,16,2,8,tf32x3")]
+    for op in ("fwd", "bwd")
 }
 
 
@@ -107,14 +99,15 @@ def main() -> int:
         own = getattr(reference, op)(*operands, single.to_grid, single.from_grid, frames)
         own = own if isinstance(own, tuple) else (own,)
         own_error = max(relative_error(o, e) for o, e in zip(own, exact))
-        ref_ms = replayed_ms(lambda op=op, operands=operands: getattr(reference, op)(
-            *operands, single.to_grid, single.from_grid, frames))
+        ref_ms = replayed_ms(lambda op=op, operands=operands, single=single, frames=frames:
+                             getattr(reference, op)(*operands, single.to_grid,
+                                                    single.from_grid, frames))
         print(f"{args.shape} {op} reference einsums IEEE fp32: {ref_ms:.4f} ms, "
               f"error {own_error:.2e}", flush=True)
         for name, text in PLAN[op]:
             tile = parse_tile(text)
             if name == "shipped":
-                def run(tile=tile, op=op, operands=operands):
+                def run(tile=tile, op=op, operands=operands, single=single, frames=frames):
                     return launch(op, operands, single.to_grid, single.from_grid, frames, tile,
                                   direct=True)
             else:
