@@ -11,7 +11,7 @@ import pytest
 
 from pytest_coldcompile import interop, options, report
 from pytest_coldcompile.child import runner
-from pytest_coldcompile.devices import markers, smem_cap
+from pytest_coldcompile.devices import device_queries, markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
 from pytest_coldcompile.gates import baseline, cuda_init, debug, warm_check
 from pytest_coldcompile.gates import settings as gate_settings
@@ -63,6 +63,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         early_config.stash[zygote.ZYGOTE_KEY] = started
         early_config.add_cleanup(started.stop)  # inline (pytester) runs end here too
     cuda_init.watch(early_config)  # after the zygote's fork: it has no watcher
+    device_queries.install(early_config)  # the same: the zygote's children ask the driver
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,7 +92,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     s = options.settings(config)
     if not (s.cold_all or s.smem_limit or s.mode_source != "default" or s.timeout
             or s.emulate_device):
-        return cuda_init.header_lines(config)
+        return device_queries.header_lines() + cuda_init.header_lines(config)
     parts = [
         "every test" if s.cold_all else "tests marked cold_compile",
         f"mode {s.mode} ({s.mode_source})",
@@ -109,7 +110,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             "cold-compile: zygote forked before collection; when used it preloads "
             + (", ".join(started.modules) or "nothing")
         )
-    return lines + cuda_init.header_lines(config)
+    return lines + device_queries.header_lines() + cuda_init.header_lines(config)
 
 
 @pytest.hookimpl(wrapper=True)

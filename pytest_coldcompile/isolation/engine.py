@@ -17,7 +17,7 @@ import pytest
 
 from pytest_coldcompile import options, report, selectors
 from pytest_coldcompile.child import runner
-from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.devices import cuda, device_queries
 from pytest_coldcompile.gates import budget as budget_gate
 from pytest_coldcompile.gates import cuda_init, debug, warm_check
 from pytest_coldcompile.gates import settings as gate_settings
@@ -58,6 +58,10 @@ def choose_mode(
     if not can_fork:
         return "spawn", "auto: os.fork is unavailable"
     if not _cuda_initialized():
+        answered = device_queries.account()
+        if answered:
+            return "fork", (
+                f"auto: {answered}; the pytest process never initialized CUDA, forking is safe")
         return "fork", (
             "auto: the pytest process has not initialized the CUDA driver, forking is safe"
         )
