@@ -22,6 +22,11 @@ from pytest_coldcompile.devices import cuda
 from pytest_coldcompile.devices.device_probe import DeviceProperties, Probe, Record
 
 PLUGIN_NAME = "coldcompile-device-queries"
+
+
+class _PassThrough(Exception):
+    """Not answerable from the record: the original takes the call."""
+
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _FRAMEWORK_DIRS = tuple(
     os.path.dirname(os.path.abspath(path)) + os.sep
@@ -133,6 +138,8 @@ def _current_device(module: ModuleType, record: Record) -> int:
 
 
 def _bf16(module: ModuleType, record: Record, including_emulation: bool = True) -> bool:
+    if record.bf16 is None:
+        raise _PassThrough
     return record.bf16[bool(including_emulation)]
 
 
@@ -178,6 +185,8 @@ def _wrap(module: ModuleType, name: str, original: Callable[..., Any]) -> Callab
         _state.depth.n = depth + 1
         try:
             value = answer(module, record, *args, **kwargs)
+        except _PassThrough:
+            return original(*args, **kwargs)
         finally:
             _state.depth.n = depth
         if depth == 0:
