@@ -60,11 +60,15 @@ class _Answering:
         with self.lock:
             if self.record is None:
                 probe = self.probe or _start_probe()
-                self.record = Record(failed=probe) if isinstance(probe, str) else probe.record()
                 self.probe = None
-                if not self.record.usable():
-                    self.declined = (self.record.failed
-                                     or "the probe process saw no usable CUDA device")
+                if probe is None:  # nothing to answer from, nor to gain: torch answers as ever
+                    self.record = Record(failed="no NVIDIA driver")
+                else:
+                    self.record = Record(failed=probe) if isinstance(probe, str) else (
+                        probe.record())
+                    if not self.record.usable():
+                        self.declined = (self.record.failed
+                                         or "the probe process saw no usable CUDA device")
         return self.record if self.record.usable() else None
 
     def note(self, name: str, frame: FrameType | None) -> None:
@@ -76,11 +80,11 @@ class _Answering:
 _state = _Answering()
 
 
-def _start_probe() -> Probe | str:
-    """The probe, started now; or why there is none (the originals answer then, as they would
-    without this plugin)."""
+def _start_probe() -> Probe | str | None:
+    """The probe, started now; else why there is none, or None on a machine without an NVIDIA
+    driver (the originals answer then, as they would without this plugin)."""
     if not os.path.exists(cuda.NVIDIA_CONTROL):
-        return f"no NVIDIA driver on this machine ({cuda.NVIDIA_CONTROL} is missing)"
+        return None
     path = getattr(sys.modules.get("torch"), "__file__", None)
     if not path:
         return "torch has no file to import it from again"
@@ -210,7 +214,7 @@ def _install_on(module: ModuleType) -> None:
             setattr(module, name, _wrap(module, name, original))
     if _state.probe is None and _state.record is None and os.path.exists(cuda.NVIDIA_CONTROL):
         probe = _start_probe()
-        _state.probe = None if isinstance(probe, str) else probe
+        _state.probe = None if probe is None or isinstance(probe, str) else probe
 
 
 def stop() -> None:

@@ -158,8 +158,8 @@ def test_without_an_nvidia_driver_nothing_is_probed(
     device_queries.start()
     with pytest.raises(AssertionError, match="reached the driver"):
         fake_cuda.get_device_capability()
-    assert device_queries.declined() == (
-        f"no NVIDIA driver on this machine ({tmp_path / 'nvidiactl'} is missing)")
+    # Nothing to say either: torch fails or answers as it does without the plugin.
+    assert device_queries.declined() == "" and device_queries.header_lines() == []
 
 
 FAKE_TORCH_CUDA = """

@@ -214,11 +214,3 @@ def test_a_conftest_that_really_uses_the_device_falls_back_to_the_zygote(
     assert ("CUDA first initialized by torch.cuda._lazy_init, called from "
             f"{pytester.path / 'conftest.py'}:11 (in <module>)") in reason
 
-
-def test_a_bad_answer_switch_is_a_usage_error_naming_the_key(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\ncold_compile_answer_device_queries = maybe\n")
-    pytester.makepyfile("def test_any():\n    pass\n")
-    result = run(pytester)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["*ini cold_compile_answer_device_queries: expected true or false, got 'maybe'*"])
