@@ -214,3 +214,44 @@ def test_a_conftest_that_really_uses_the_device_falls_back_to_the_zygote(
     assert ("CUDA first initialized by torch.cuda._lazy_init, called from "
             f"{pytester.path / 'conftest.py'}:11 (in <module>)") in reason
 
+
+
+REAL_CONFTEST = """
+import torch
+from triton.runtime import driver
+
+TARGET = driver.active.get_current_target()
+PROPS = repr(torch.cuda.get_device_properties(0))
+NAME = torch.cuda.get_device_name()
+"""
+
+REAL_MODULE = """
+import pytest
+import torch
+from conftest import NAME, PROPS, TARGET
+from triton.runtime import driver
+
+@pytest.mark.skipif(torch.cuda.get_device_capability() < (7, 0), reason="needs sm_70")
+@pytest.mark.parametrize("i", range(3000))
+def test_op(i, cold_state):
+    assert cold_state.mode == "fork"
+    assert torch.full((4,), 2.0, device="cuda").sum().item() == 8.0
+    assert repr(torch.cuda.get_device_properties(0)) == PROPS
+    assert (driver.active.get_current_target(), torch.cuda.get_device_name()) == (TARGET, NAME)
+"""
+
+
+@pytest.mark.requires_cuda
+def test_on_a_gpu_collections_real_queries_are_answered_and_children_use_cuda(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(REAL_CONFTEST)
+    pytester.makepyfile(test_real=REAL_MODULE)
+    result = run(pytester, "--cold-compile", "--cold-compile-report=cold.json",
+                 *(f"test_real.py::test_op[{i}]" for i in (0, 1, 2999)))
+    result.assert_outcomes(passed=3)
+    (reason,) = {r["mode_reason"] for r in json.loads((pytester.path / "cold.json").read_text())
+                 .values()}
+    assert reason.startswith("auto: collection's ") and "were answered from a probe" in reason
+    assert "torch.cuda.current_device from " in reason, reason
+    result.stdout.fnmatch_lines(["*torch.cuda initialized: no*"])
