@@ -1,32 +1,31 @@
-"""The probe process: a helper interpreter that imports the pytest process's own torch,
-initializes CUDA there and records torch.cuda's answers for every visible device, so that the
-pytest process can answer collection's device queries without initializing CUDA itself.
+"""The probe: a child forked from the pytest process (CUDA still uninitialized there, torch
+already imported) that initializes CUDA and records torch.cuda's answers for every visible
+device, so that the pytest process can answer collection's device queries without
+initializing CUDA itself. Also the record and the properties stand-in rebuilt from it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import select
+import signal
+import time
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-# Runs in the probe. argv[1]: the directory the pytest process imported torch from, so that the
-# probe asks the same torch whatever its working directory and sys.path hold. Before CUDA is
-# initialized it asks what the pytest process would ask before it (is_available and
-# device_count by the same code path, under the same environment); then it initializes it.
-_PROBE = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import torch
+PROBE_TIMEOUT_S = 120.0
 
-def plain(value, depth=0):
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """value as JSON: objects as their public attributes, str and repr (two levels deep)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, bytes):
         return {"__bytes__": value.hex()}
     if isinstance(value, (list, tuple)):
-        items = [plain(v, depth + 1) for v in value]
+        items = [_plain(v, depth + 1) for v in value]
         return items if isinstance(value, list) else {"__tuple__": items}
     attrs = {}
     if depth < 2:
@@ -38,32 +37,28 @@ def plain(value, depth=0):
             except Exception:
                 continue
             if not callable(attr):
-                attrs[name] = plain(attr, depth + 1)
-    return {"__object__": {"type": type(value).__name__, "str": str(value),
-                           "repr": repr(value), "attrs": attrs}}
+                attrs[name] = _plain(attr, depth + 1)
+    return {"__object__": {"str": str(value), "repr": repr(value), "attrs": attrs}}
 
-cuda = torch.cuda
-out = {"is_available": bool(cuda.is_available()), "device_count": int(cuda.device_count())}
-if out["is_available"]:
+
+def ask(cuda: ModuleType) -> dict[str, Any]:
+    """torch.cuda's answers, in a process that may initialize CUDA (the probe child)."""
+    out: dict[str, Any] = {"is_available": bool(cuda.is_available()),
+                           "device_count": int(cuda.device_count())}
+    if not out["is_available"]:
+        return out
+    out["current_device"] = int(cuda.current_device())
+    devices = []
+    for index in range(cuda.device_count()):
+        props = cuda.get_device_properties(index)
+        devices.append({"attrs": _plain(props)["__object__"]["attrs"], "repr": repr(props)})
+    out["devices"] = devices
     try:
-        out["current_device"] = int(cuda.current_device())
-        devices = []
-        for index in range(cuda.device_count()):
-            props = cuda.get_device_properties(index)
-            devices.append({"attrs": plain(props)["__object__"]["attrs"], "repr": repr(props)})
-        out["devices"] = devices
-        try:
-            out["is_bf16_supported"] = [bool(cuda.is_bf16_supported(including_emulation=False)),
-                                        bool(cuda.is_bf16_supported(including_emulation=True))]
-        except Exception:  # not this torch's to answer: the pytest process asks its own
-            pass
-    except Exception as exc:
-        out["error"] = "%s: %s" % (type(exc).__name__, exc)
-print("coldcompile-probe " + json.dumps(out))
-"""
-
-_MARK = "coldcompile-probe "
-PROBE_TIMEOUT_S = 120.0
+        out["is_bf16_supported"] = [bool(cuda.is_bf16_supported(including_emulation=False)),
+                                    bool(cuda.is_bf16_supported(including_emulation=True))]
+    except Exception:
+        pass  # not this torch's to answer: the pytest process asks its own
+    return out
 
 
 class Answered:
@@ -71,7 +66,6 @@ class Answered:
     public attributes, str and repr, read-only."""
 
     def __init__(self, attrs: dict[str, Any], text: str, representation: str) -> None:
-        object.__setattr__(self, "_attrs", attrs)
         object.__setattr__(self, "_str", text)
         object.__setattr__(self, "_repr", representation)
         for name, value in attrs.items():
@@ -85,12 +79,6 @@ class Answered:
 
     def __repr__(self) -> str:
         return str(self._repr)  # type: ignore[attr-defined]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Answered) and repr(self) == repr(other)
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
 
 
 class DeviceProperties(Answered):
@@ -129,6 +117,7 @@ class Record:
         ]
         bf16 = data.get("is_bf16_supported")
         self.bf16 = (bool(bf16[0]), bool(bf16[1])) if bf16 else None
+        self.seconds = 0.0  # how long the pytest process waited for it
 
     def usable(self) -> bool:
         """Whether device queries can be answered: the probe initialized CUDA and saw devices."""
@@ -136,50 +125,65 @@ class Record:
 
 
 class Probe:
-    """One probe subprocess, started at once; `record()` waits for it (once)."""
+    """Forks the probe child when asked for the record (once): the child runs `in_child`
+    (which must initialize CUDA there only) and sends its answer back through a pipe."""
 
-    def __init__(self, torch_dir: str) -> None:
+    def __init__(self, in_child: Callable[[], dict[str, Any]]) -> None:
+        self._in_child = in_child
         self._record: Record | None = None
-        try:
-            self._proc: subprocess.Popen[str] | None = subprocess.Popen(
-                [sys.executable, "-c", _PROBE, torch_dir],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=dict(os.environ),
-            )
-        except OSError as exc:
-            self._proc = None
-            self._record = Record(failed=f"the probe process could not start: {exc}")
 
     def record(self) -> Record:
         if self._record is None:
-            self._record = self._wait()
+            began = time.perf_counter()
+            self._record = self._fork()
+            self._record.seconds = time.perf_counter() - began
         return self._record
 
-    def _wait(self) -> Record:
-        assert self._proc is not None
+    def _fork(self) -> Record:
+        read_fd, write_fd = os.pipe()
         try:
-            out, err = self._proc.communicate(timeout=PROBE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            return Record(failed=f"the probe process ran longer than {PROBE_TIMEOUT_S:g} s")
-        finally:
-            self._proc = None
-        for line in reversed(out.splitlines()):
-            if line.startswith(_MARK):
+            pid = os.fork()
+        except OSError as exc:
+            os.close(read_fd)
+            os.close(write_fd)
+            return Record(failed=f"the probe could not fork: {exc}")
+        if pid == 0:  # the probe child: answer, then leave without running anything else
+            try:
+                os.close(read_fd)
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, 1)  # what torch prints while initializing stays out of the
+                os.dup2(null, 2)  # pytest process's capture
                 try:
-                    return Record(json.loads(line[len(_MARK):]))
-                except ValueError as exc:
-                    return Record(failed=f"the probe's answer was not read: {exc}")
-        last = err.strip().splitlines()[-1:] or ["no output"]
-        return Record(failed=f"the probe process failed: {last[0]}")
+                    payload = json.dumps(self._in_child())
+                except BaseException as exc:
+                    payload = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+                data = payload.encode()
+                while data:
+                    data = data[os.write(write_fd, data):]
+            finally:
+                os._exit(0)
+        os.close(write_fd)
+        try:
+            return self._read(read_fd, pid)
+        finally:
+            os.close(read_fd)
 
-    def stop(self) -> None:
-        """End a probe whose answers were never needed; reap it."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-        if proc is not None:
-            proc.communicate()
+    def _read(self, read_fd: int, pid: int) -> Record:
+        chunks = []
+        deadline = time.monotonic() + PROBE_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            ready = select.select([read_fd], [], [], max(left, 0))[0] if left > 0 else []
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return Record(failed=f"the probe ran longer than {PROBE_TIMEOUT_S:g} s")
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+        try:
+            return Record(json.loads(b"".join(chunks).decode()))
+        except ValueError:
+            return Record(failed=f"the probe ended without an answer (wait status {status})")

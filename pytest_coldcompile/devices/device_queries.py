@@ -19,7 +19,7 @@ import pytest
 
 from pytest_coldcompile import import_hooks, options
 from pytest_coldcompile.devices import cuda
-from pytest_coldcompile.devices.device_probe import DeviceProperties, Probe, Record
+from pytest_coldcompile.devices.device_probe import DeviceProperties, Probe, Record, ask
 
 PLUGIN_NAME = "coldcompile-device-queries"
 
@@ -43,7 +43,6 @@ class _Answering:
 
     def __init__(self) -> None:
         self.on = False
-        self.probe: Probe | None = None  # started, not yet read
         self.record: Record | None = None
         self.module: ModuleType | None = None
         self.originals: dict[str, Callable[..., Any]] = {}
@@ -55,17 +54,15 @@ class _Answering:
 
     def answers(self) -> Record | None:
         """The probe's record when queries are answered now, else None."""
-        if not self.on:
-            return None
+        if not self.on or cuda.torch_cuda_initialized():
+            return None  # initialized already: torch's own answers cost nothing more
         with self.lock:
             if self.record is None:
-                probe = self.probe or _start_probe()
-                self.probe = None
+                probe = _start_probe()
                 if probe is None:  # nothing to answer from, nor to gain: torch answers as ever
                     self.record = Record(failed="no NVIDIA driver")
                 else:
-                    self.record = Record(failed=probe) if isinstance(probe, str) else (
-                        probe.record())
+                    self.record = probe.record()
                     if not self.record.usable():
                         self.declined = (self.record.failed
                                          or "the probe process saw no usable CUDA device")
@@ -80,15 +77,18 @@ class _Answering:
 _state = _Answering()
 
 
-def _start_probe() -> Probe | str | None:
-    """The probe, started now; else why there is none, or None on a machine without an NVIDIA
-    driver (the originals answer then, as they would without this plugin)."""
-    if not os.path.exists(cuda.NVIDIA_CONTROL):
+def _start_probe() -> Probe | None:
+    """The probe; None on a machine without an NVIDIA driver (the originals answer then, as
+    they would without this plugin)."""
+    if not os.path.exists(cuda.NVIDIA_CONTROL) or _state.module is None:
         return None
-    path = getattr(sys.modules.get("torch"), "__file__", None)
-    if not path:
-        return "torch has no file to import it from again"
-    return Probe(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+    module = _state.module
+
+    def in_child() -> dict[str, Any]:
+        _state.on = False  # torch's own functions, through the wrappers, in the probe child
+        return ask(module)
+
+    return Probe(in_child)
 
 
 def _user_location(frame: FrameType | None) -> str:
@@ -202,8 +202,7 @@ def _wrap(module: ModuleType, name: str, original: Callable[..., Any]) -> Callab
 
 
 def _install_on(module: ModuleType) -> None:
-    """On torch.cuda, the moment it is imported (or now): wrap its queries; on a machine with
-    an NVIDIA driver, start the probe in the background, while the rest of torch imports."""
+    """On torch.cuda, the moment it is imported (or now): wrap its queries."""
     if not _state.on or _state.module is not None:
         return
     _state.module = module
@@ -212,14 +211,11 @@ def _install_on(module: ModuleType) -> None:
         if callable(original) and not hasattr(original, "_coldcompile_answers"):
             _state.originals[name] = original
             setattr(module, name, _wrap(module, name, original))
-    if _state.probe is None and _state.record is None and os.path.exists(cuda.NVIDIA_CONTROL):
-        probe = _start_probe()
-        _state.probe = None if probe is None or isinstance(probe, str) else probe
 
 
 def stop() -> None:
     """Collection is over: torch.cuda's own functions again (holders of a wrapper get the
-    original through it), and a probe whose answers were never needed is ended."""
+    original through it)."""
     _state.on = False
     import_hooks.forget("torch.cuda", _install_on)
     module = _state.module
@@ -227,9 +223,6 @@ def stop() -> None:
         for name, original in _state.originals.items():
             if getattr(getattr(module, name, None), "_coldcompile_answers", None) is original:
                 setattr(module, name, original)
-    if _state.probe is not None:
-        _state.probe.stop()
-        _state.probe = None
 
 
 class _Stopper:

@@ -1,13 +1,14 @@
 """Collection's device queries answered from a probe process (devices/device_queries.py).
 
 Unit tests drive the answering on a stand-in torch.cuda module whose functions fail when they
-are called (they stand for the driver), with a fake probe; one test runs the real probe
-subprocess against a fake torch package. The sessions, with a generated module of thousands
-of items, are in test_device_queries_session.py.
+are called (they stand for the driver), with a fake probe; two run the real probe, a child
+forked from this process, against a stand-in torch.cuda that answers. The sessions, with a
+generated module of thousands of items, are in test_device_queries_session.py.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile.devices import cuda, device_probe, device_queries
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 REAL_START_PROBE = device_queries._start_probe
 PROPS_REPR = ("_CudaDeviceProperties(name='NVIDIA H200', major=9, minor=0, "
@@ -115,12 +118,12 @@ def test_the_account_names_each_query_and_where_it_came_from(fake_cuda: types.Mo
     assert device_queries.header_lines() == [f"cold-compile: so far {device_queries.account()}"]
 
 
-def test_harmless_queries_go_to_torch_and_wait_for_no_probe(
+def test_harmless_queries_go_to_torch_and_start_no_probe(
     fake_cuda: types.ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(AssertionError, match="is_available reached the driver"):
         fake_cuda.is_available()  # NVML answers it in torch: the original's call
-    assert [p.read for p in fake_cuda.probes] == [0] and device_queries.account() == ""
+    assert fake_cuda.probes == [] and device_queries.account() == ""
     monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "0")  # torch would ask the driver
     assert fake_cuda.is_available() is True
 
@@ -162,49 +165,66 @@ def test_without_an_nvidia_driver_nothing_is_probed(
     assert device_queries.declined() == "" and device_queries.header_lines() == []
 
 
-FAKE_TORCH_CUDA = """
-class _CudaDeviceProperties:
-    def __init__(self, index):
-        self.name, self.major, self.minor, self.total_memory = "Fake", 9, index, 7
-        self.uuid = _Uuid(index)
-    def __repr__(self):
-        return f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor})"
+def _answering_cuda(log: Path) -> types.ModuleType:
+    """A torch.cuda whose functions answer and write down which process asked them."""
+    module = types.ModuleType("torch.cuda")
 
-class _Uuid:
-    def __init__(self, index):
-        self.bytes = bytes([index] * 2)
-    def __str__(self):
-        return self.bytes.hex()
+    def note(name: str, value: Any) -> Any:
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()} {name}\n")
+        return value
 
-def is_available():
-    return True
-def device_count():
-    return 2
-def current_device():
-    return 1
-def get_device_properties(index):
-    return _CudaDeviceProperties(index)
-def is_bf16_supported(including_emulation=True):
-    return including_emulation
-"""
+    class Props:
+        def __init__(self, index: int) -> None:
+            self.name, self.major, self.minor, self.total_memory = "Fake", 9, index, 7
+            self.uuid = types.SimpleNamespace(bytes=[index, index])
 
+        def __repr__(self) -> str:
+            return f"_CudaDeviceProperties(name='Fake', major=9, minor={self.minor})"
 
-def test_the_probe_process_records_what_the_same_torch_answers(tmp_path: Path) -> None:
-    (tmp_path / "torch" / "cuda").mkdir(parents=True)
-    (tmp_path / "torch" / "__init__.py").write_text("from . import cuda\n")
-    (tmp_path / "torch" / "cuda" / "__init__.py").write_text(FAKE_TORCH_CUDA)
-    record = device_probe.Probe(str(tmp_path)).record()
-    assert record.usable(), record.failed
-    assert (record.device_count, record.current_device, record.bf16) == (2, 1, (False, True))
-    props = record.devices[1]
-    assert repr(props) == "_CudaDeviceProperties(name='Fake', major=9, minor=1)"
-    assert (props.name, props.minor, props.total_memory) == ("Fake", 1, 7)
-    assert str(props.uuid) == "0101" and props.uuid.bytes == b"\x01\x01"
+    module.is_available = lambda: note("is_available", True)  # type: ignore[attr-defined]
+    module.device_count = lambda: 2  # type: ignore[attr-defined]
+    module.current_device = lambda: note("current_device", 1)  # type: ignore[attr-defined]
+    module.get_device_properties = (  # type: ignore[attr-defined]
+        lambda device=None: note("get_device_properties", Props(int(device))))
+    module.get_device_capability = lambda device=None: note(  # type: ignore[attr-defined]
+        "get_device_capability", (9, 0))
+    module.get_device_name = lambda device=None: "Fake"  # type: ignore[attr-defined]
+    module.is_bf16_supported = (  # type: ignore[attr-defined]
+        lambda including_emulation=True: note("is_bf16_supported", including_emulation))
+    return module
 
 
-def test_a_probe_that_fails_says_why(tmp_path: Path) -> None:
-    (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('no torch here')\n")
-    record = device_probe.Probe(str(tmp_path)).record()
+@needs_fork
+def test_the_probe_is_a_forked_child_that_asks_torch_itself(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    log = tmp_path / "asked"
+    module = _answering_cuda(log)
+    monkeypatch.setitem(sys.modules, "torch.cuda", module)
+    monkeypatch.setattr(cuda, "NVIDIA_CONTROL", __file__)
+    device_queries.start()
+    try:
+        assert module.get_device_capability(1) == (9, 1)  # the probe's record, not (9, 0)
+        assert repr(module.get_device_properties(0)) == (
+            "_CudaDeviceProperties(name='Fake', major=9, minor=0)")
+        assert module.get_device_properties(1).uuid.bytes == [1, 1]
+        assert module.current_device() == 1
+        assert module.is_bf16_supported(False) is False
+        asked = [line.split() for line in log.read_text().splitlines()]
+        assert str(os.getpid()) not in {pid for pid, _ in asked}, "asked in the pytest process"
+        assert {name for _, name in asked} == {"is_available", "current_device",
+                                               "get_device_properties", "is_bf16_supported"}
+    finally:
+        device_queries.stop()
+    assert module.get_device_capability() == (9, 0), "torch's own function again"
+
+
+@needs_fork
+def test_a_probe_that_fails_says_why() -> None:
+    def fails() -> dict[str, Any]:
+        raise RuntimeError("CUDA driver initialization failed")
+
+    record = device_probe.Probe(fails).record()
     assert not record.usable()
-    assert record.failed == "the probe process failed: ImportError: no torch here"
+    assert record.failed == "RuntimeError: CUDA driver initialization failed"
