@@ -48,20 +48,16 @@ def test_op(i):
 
 
 def probe_against_torch() -> dict[str, object]:
-    import importlib.util
-
     from pytest_coldcompile.devices import device_probe
 
-    spec = importlib.util.find_spec("torch")
-    assert spec is not None
-    assert spec.origin
-    began = time.perf_counter()
-    record = device_probe.Probe(os.path.dirname(os.path.dirname(spec.origin))).record()
-    probe_s = time.perf_counter() - began
     began = time.perf_counter()
     import torch
 
     import_s = time.perf_counter() - began
+    began = time.perf_counter()
+    record = device_probe.Probe(lambda: device_probe.ask(torch.cuda)).record()
+    probe_s = time.perf_counter() - began
+    clean = not torch.cuda.is_initialized()
     began = time.perf_counter()
     torch.cuda.get_device_capability()
     init_s = time.perf_counter() - began
@@ -79,9 +75,9 @@ def probe_against_torch() -> dict[str, object]:
             if not same:
                 differ.append(f"{index}.{name}: {value!r} != {mine!r}")
     return {
-        "probe_s": round(probe_s, 3), "import_torch_s": round(import_s, 3),
-        "in_process_init_s": round(init_s, 3), "devices": len(record.devices),
-        "failed": record.failed, "differ": differ,
+        "import_torch_s": round(import_s, 3), "probe_s": round(probe_s, 3),
+        "parent_clean_after_probe": clean, "in_process_first_query_s": round(init_s, 3),
+        "devices": len(record.devices), "failed": record.failed, "differ": differ,
         "bf16": [record.bf16, [torch.cuda.is_bf16_supported(False),
                                torch.cuda.is_bf16_supported(True)]],
         "current_device": [record.current_device, torch.cuda.current_device()],
