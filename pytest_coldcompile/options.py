@@ -42,6 +42,13 @@ WARM_AHEAD_HELP = (
     "its file compiled (default true). false: every child imports it at its first compile, "
     "inside its own timings, as a fresh process does."
 )
+ANSWER_HELP = (
+    "While conftests and test modules are imported and collected, answer torch.cuda's device "
+    "queries (get_device_capability, get_device_properties, get_device_name, current_device, "
+    "is_bf16_supported) from a probe process, so that the pytest process never initializes "
+    "CUDA for them and 'auto' can fork (default true). false: they initialize CUDA as torch "
+    "does, and 'auto' then uses the zygote."
+)
 TIMEOUT_HELP = (
     "Kill a cold child, with its process group, when it runs longer than SECONDS; the test "
     "fails saying 'timeout'. 0 means no limit (the default). cold_compile(timeout=...) "
@@ -140,6 +147,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("cold_compile_timeout", TIMEOUT_HELP, default="0")
     parser.addini("cold_compile_preload", PRELOAD_HELP, type="linelist", default=[])
     parser.addini("cold_compile_warm_ahead", WARM_AHEAD_HELP, type="bool", default=True)
+    parser.addini("cold_compile_answer_device_queries", ANSWER_HELP, type="bool", default=True)
     parser.addini("smem_limit", SMEM_HELP, default="")
     parser.addini("cold_compile_prove", PROVE_HELP, type="bool", default=False)
     parser.addini("emulate_device", EMULATE_HELP, default="")
@@ -292,6 +300,7 @@ def load(config: pytest.Config) -> Settings:
     report = report_path(opt.cold_compile_report)
     preload_modules(config)  # validated here too: the zygote's early start does not report
     warm_ahead = ini_bool(config, "cold_compile_warm_ahead")
+    answer_device_queries(config)  # validated here too: install() leaves a bad value to us
     return Settings(
         cold_all=cold_all,
         mode=mode,
@@ -320,6 +329,11 @@ def early_mode(config: pytest.Config) -> tuple[str, str, bool]:
                                  "--cold-compile-mode", "cold_compile_mode", "auto", parse_mode)
     cold_all = bool(getattr(ns, "cold_compile", None)) or ini_cold_compile(config)
     return mode, source, cold_all
+
+
+def answer_device_queries(config: pytest.Config) -> bool:
+    """The ini key cold_compile_answer_device_queries (devices/device_queries.py)."""
+    return ini_bool(config, "cold_compile_answer_device_queries")
 
 
 def preload_modules(config: pytest.Config) -> list[str]:

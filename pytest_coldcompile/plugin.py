@@ -13,7 +13,7 @@ import pytest
 
 from pytest_coldcompile import hookspecs, interop, item_options, options, report
 from pytest_coldcompile.child import runner
-from pytest_coldcompile.devices import markers, smem_cap
+from pytest_coldcompile.devices import device_queries, markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
 from pytest_coldcompile.gates import baseline, budget, cuda_init, debug, warm_check
 from pytest_coldcompile.gates import settings as gate_settings
@@ -73,6 +73,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         early_config.stash[zygote.ZYGOTE_KEY] = started
         early_config.add_cleanup(started.stop)  # inline (pytester) runs end here too
     cuda_init.watch(early_config)  # after the zygote's fork: it has no watcher
+    device_queries.install(  # the same: the zygote's children ask the driver
+        early_config,
+        mode=lambda: options.early_mode(early_config)[0],
+        wanted=lambda: options.answer_device_queries(early_config),
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -111,7 +116,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             "cold-compile: zygote forked before collection; when used it preloads "
             + (", ".join(started.modules) or "nothing")
         )
-    return lines
+    return lines + device_queries.header_lines()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_coldcompile import interop, item_options, options, record, selectors
 from pytest_coldcompile.child import runner, shared_imports
-from pytest_coldcompile.devices import cuda
+from pytest_coldcompile.devices import cuda, device_queries
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
 from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
 
@@ -57,6 +57,10 @@ def choose_mode(
     if not can_fork:
         return "spawn", "auto: os.fork is unavailable"
     if not _cuda_initialized():
+        answered = device_queries.account()
+        if answered:
+            return "fork", (
+                f"auto: {answered}; the pytest process never initialized CUDA, forking is safe")
         return "fork", (
             "auto: the pytest process has not initialized the CUDA driver, forking is safe"
         )

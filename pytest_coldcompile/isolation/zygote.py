@@ -172,6 +172,7 @@ def start_early(config: pytest.Config) -> Zygote | None:
     try:
         mode, _, cold_all = options.early_mode(config)
         modules = options.preload_modules(config)
+        answering = options.answer_device_queries(config)
     except pytest.UsageError:
         return None  # pytest_configure reports it
     if mode in ("fork", "spawn"):
@@ -186,9 +187,11 @@ def start_early(config: pytest.Config) -> Zygote | None:
     zygote = Zygote(modules)
     zygote.start()
     # It imports while pytest collects: at once when asked for, and in an `auto` run of every
-    # test cold on a machine with an NVIDIA driver, where collection may initialize CUDA and
+    # test cold on a machine with an NVIDIA driver where collection's device queries are not
+    # answered (devices/device_queries.py), so that collection is likely to initialize CUDA and
     # waiting would put the imports in the first cold test (docs/design.md, "The zygote").
-    if mode == "zygote" or (cold_all and os.path.exists(cuda.NVIDIA_CONTROL)):
+    # Answered, collection rarely initializes CUDA, and the imports would compete with it.
+    if mode == "zygote" or (cold_all and not answering and os.path.exists(cuda.NVIDIA_CONTROL)):
         zygote.preload()
     return zygote
 

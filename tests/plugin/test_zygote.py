@@ -369,9 +369,13 @@ def test_zygote_mode_says_when_cuda_was_initialized_before_the_zygote_could_fork
     )
 
 
-def test_a_cold_run_on_a_gpu_machine_preloads_the_zygote_at_once(cold: pytest.Pytester) -> None:
-    # `auto` with --cold-compile where an NVIDIA driver exists: the zygote imports while
-    # pytest collects, before the decision (here: fork, CUDA is clean), not after it.
+@pytest.mark.parametrize("answering", ["false", "true"])
+def test_a_cold_run_on_a_gpu_machine_preloads_the_zygote_at_once_unless_queries_are_answered(
+    cold: pytest.Pytester, answering: str
+) -> None:
+    # `auto` with --cold-compile where an NVIDIA driver exists and collection's device queries
+    # go to the driver: the zygote imports while pytest collects, before the decision (here:
+    # fork, CUDA is clean), not after it. Answered, collection rarely needs the zygote.
     _zygote_project(cold, "auto")
     (cold.path / "nvidiactl").touch()
     cold.makepyfile(
@@ -379,9 +383,11 @@ def test_a_cold_run_on_a_gpu_machine_preloads_the_zygote_at_once(cold: pytest.Py
         f"d.NVIDIA_CONTROL = {str(cold.path / 'nvidiactl')!r}\n",
         test_zygote_run="def test_cold(cold_state):\n    assert cold_state.mode == 'fork'\n",
     )
-    result = run(cold, "-p", "fakedriver", "--cold-compile")
+    result = run(cold, "-p", "fakedriver", "--cold-compile",
+                 "-o", f"cold_compile_answer_device_queries={answering}")
     result.assert_outcomes(passed=1)
-    assert (cold.path / "imported-by.txt").exists(), "the zygote preloaded before the decision"
+    preloaded = (cold.path / "imported-by.txt").exists()
+    assert preloaded == (answering == "false"), "the zygote preloads before the decision"
 
 
 @pytest.mark.cold_compile
