@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import import_hooks
+from pytest_coldcompile import import_hooks, options
 from pytest_coldcompile.devices import cuda
 
 # Where frames are never the user's: this plugin, pytest, pluggy, the import system.
@@ -207,7 +207,10 @@ def explain(config: pytest.Config, reason: str) -> str:
 
 
 def header_lines(config: pytest.Config) -> list[str]:
+    """Only where every test runs cold: the header comes before collection, and a session that
+    runs no cold test hears nothing of this plugin. Marked tests hear it after collection, in
+    the engine's line (auto's reason) and the summary."""
     watcher = config.pluginmanager.get_plugin(WATCH_NAME)
-    if watcher is None or not watcher.done:
+    if watcher is None or not watcher.done or not options.settings(config).cold_all:
         return []
     return [f"cold-compile: {_first.describe()}"]
