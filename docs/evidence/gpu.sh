@@ -4,7 +4,8 @@
 #     OUT=/path/to/output bash docs/evidence/gpu.sh STEP [STEP...]
 # Steps (docs/evidence/README.md says which claim each one measures):
 #   tests       gridpair's CUDA tests
-#   plugin      the plugin's GPU tests (fork, zygote, shared-memory cap, isolation)
+#   plugin      the plugin's GPU tests (fork, zygote, shared-memory cap, isolation, a kernel
+#               that faults the CUDA context)
 #   two-gpus    xdist on two GPUs: each worker's cold children see one GPU (nvidia-h200-x2)
 #   regressions every cold regression, and the proof in prove mode (the unvalidated selector
 #               fails cold: caught; a warm run masks it)
@@ -54,7 +55,7 @@ step() {
         run plugin-gpu 300 "${PYTEST[@]}" -p no:randomly -n 4 tests/plugin/test_gpu.py \
             tests/plugin/test_smem.py tests/plugin/test_zygote.py tests/plugin/test_gpu_fork.py \
             tests/plugin/test_fork_ahead.py tests/plugin/test_isolation.py \
-            tests/plugin/test_cuda_init.py tests/plugin/test_prove.py
+            tests/plugin/test_cuda_init.py tests/plugin/test_prove.py tests/plugin/test_gpu_fault.py
         run cold-cuda-after-is-available 120 env COLDCOMPILE_TEST_CUDA_AT_COLLECTION=1 \
             "${PYTEST[@]}" -p no:randomly tests/plugin/test_gpu.py --cold-compile -v \
             -k "test_cold_child_uses_cuda or test_device_facts_match_what_cuda_reports" \
