@@ -21,13 +21,16 @@
 #   eager       the eager step's host time, split and side by side with unprepared launches
 #   isolation   the cold overhead per test and mode (benchmarks/results/isolation-h200.json)
 #   sweep       the P147 tile sweep (tuned tiles for gridpair/tuned.py)
+#   suite       the README's test command, `pytest -n 8`, with what the machine lacks installed
+#               from wheels carried in .whl/: pytest-forked 1.7.5, pytest-rerunfailures 16.7,
+#               pytest-split 0.11.0, numpy 2.3.5 (Triton 3.6's interpreter)
 # Each step's command, output and exit status go to $OUT/<name>.log; $OUT/summary.txt keeps the
 # lines that carry the evidence. Every call starts with the versions and compiles
 # site-packages' bytecode, as an installed environment has it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-(($#)) || { sed -n '2,23p' "$0"; exit 2; }
+(($#)) || { sed -n '2,27p' "$0"; exit 2; }
 
 CAP=101376
 T=tests/regressions/test_cold_force_loss.py::test_compiled_force_loss_step_cold
@@ -142,6 +145,14 @@ PY
     sweep)
         run sweep 500 python3 benchmarks/sweep_tiles.py --out "$OUT/sweep.json" \
             --plan "P147:bf16,fp32" --tuned-out "$OUT/tuned-tiles.json" ;;
+    suite)
+        # --target /tmp/site and PYTHONPATH, not site-packages: the machine's own image stays as
+        # it is, and the carried numpy shadows its numpy for this step only.
+        if compgen -G '.whl/*.whl' > /dev/null; then
+            run suite-wheels 120 python3 -m pip install -q --no-index --no-deps --no-compile \
+                --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+        fi
+        run suite 540 env PYTHONPATH="/tmp/site:$PYTHONPATH" "${PYTEST[@]}" -n 8 ;;
     *)
         echo "gpu.sh: unknown step '$1' (see the list at the top of $0)" >&2
         return 2 ;;
@@ -150,7 +161,7 @@ PY
 
 for name in "$@"; do  # refuse a misspelt step before spending any device time
     case "$name" in
-    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep) ;;
+    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|suite) ;;
     *) step "$name"; exit 2 ;;
     esac
 done
