@@ -21,6 +21,8 @@
 #   eager       the eager step's host time, split and side by side with unprepared launches
 #   isolation   the cold overhead per test and mode (benchmarks/results/isolation-h200.json)
 #   sweep       the P147 tile sweep (tuned tiles for gridpair/tuned.py)
+#   plain       what a session with no cold test pays for the plugin, NVML's CUDA check against
+#               the driver's included (docs/evidence/plain_session_cost.py)
 #   suite       the README's test command, `pytest -n 8`, with what the machine lacks installed
 #               from wheels carried in .whl/: pytest-forked 1.7.5, pytest-rerunfailures 16.7,
 #               pytest-split 0.11.0, numpy 2.3.5 (Triton 3.6's interpreter)
@@ -30,7 +32,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-(($#)) || { sed -n '2,27p' "$0"; exit 2; }
+(($#)) || { sed -n '2,29p' "$0"; exit 2; }
 
 CAP=101376
 T=tests/regressions/test_cold_force_loss.py::test_compiled_force_loss_step_cold
@@ -145,6 +147,9 @@ PY
     sweep)
         run sweep 500 python3 benchmarks/sweep_tiles.py --out "$OUT/sweep.json" \
             --plan "P147:bf16,fp32" --tuned-out "$OUT/tuned-tiles.json" ;;
+    plain)
+        run plain-session 300 python3 docs/evidence/plain_session_cost.py --repeats 3
+        grep -hE 'trivial tests|wall .* cpu' "$OUT/plain-session.log" >> "$OUT/summary.txt" ;;
     suite)
         # --target /tmp/site and PYTHONPATH, not site-packages: the machine's own image stays as
         # it is, and the carried numpy shadows its numpy for this step only.
@@ -161,7 +166,7 @@ PY
 
 for name in "$@"; do  # refuse a misspelt step before spending any device time
     case "$name" in
-    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|suite) ;;
+    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|plain|suite) ;;
     *) step "$name"; exit 2 ;;
     esac
 done
