@@ -4,7 +4,8 @@
 #     OUT=/path/to/output bash docs/evidence/gpu.sh STEP [STEP...]
 # Steps (docs/evidence/README.md says which claim each one measures):
 #   tests       gridpair's CUDA tests
-#   plugin      the plugin's GPU tests (fork, zygote, shared-memory cap, isolation)
+#   plugin      the plugin's GPU tests (fork, zygote, shared-memory cap, isolation, a kernel
+#               that faults the CUDA context)
 #   two-gpus    xdist on two GPUs: each worker's cold children see one GPU (nvidia-h200-x2)
 #   regressions every cold regression, and the proof in prove mode (the unvalidated selector
 #               fails cold: caught; a warm run masks it)
@@ -20,13 +21,18 @@
 #   eager       the eager step's host time, split and side by side with unprepared launches
 #   isolation   the cold overhead per test and mode (benchmarks/results/isolation-h200.json)
 #   sweep       the P147 tile sweep (tuned tiles for gridpair/tuned.py)
+#   plain       what a session with no cold test pays for the plugin, NVML's CUDA check against
+#               the driver's included (docs/evidence/plain_session_cost.py)
+#   suite       the README's test command, `pytest -n 8`, with what the machine lacks installed
+#               from wheels carried in .whl/: pytest-forked 1.7.5, pytest-rerunfailures 16.7,
+#               pytest-split 0.11.0, numpy 2.3.5 (Triton 3.6's interpreter)
 # Each step's command, output and exit status go to $OUT/<name>.log; $OUT/summary.txt keeps the
 # lines that carry the evidence. Every call starts with the versions and compiles
 # site-packages' bytecode, as an installed environment has it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-(($#)) || { sed -n '2,23p' "$0"; exit 2; }
+(($#)) || { sed -n '2,29p' "$0"; exit 2; }
 
 CAP=101376
 T=tests/regressions/test_cold_force_loss.py::test_compiled_force_loss_step_cold
@@ -54,7 +60,7 @@ step() {
         run plugin-gpu 300 "${PYTEST[@]}" -p no:randomly -n 4 tests/plugin/test_gpu.py \
             tests/plugin/test_smem.py tests/plugin/test_zygote.py tests/plugin/test_gpu_fork.py \
             tests/plugin/test_fork_ahead.py tests/plugin/test_isolation.py \
-            tests/plugin/test_cuda_init.py tests/plugin/test_prove.py
+            tests/plugin/test_cuda_init.py tests/plugin/test_prove.py tests/plugin/test_gpu_fault.py
         run cold-cuda-after-is-available 120 env COLDCOMPILE_TEST_CUDA_AT_COLLECTION=1 \
             "${PYTEST[@]}" -p no:randomly tests/plugin/test_gpu.py --cold-compile -v \
             -k "test_cold_child_uses_cuda or test_device_facts_match_what_cuda_reports" \
@@ -141,6 +147,17 @@ PY
     sweep)
         run sweep 500 python3 benchmarks/sweep_tiles.py --out "$OUT/sweep.json" \
             --plan "P147:bf16,fp32" --tuned-out "$OUT/tuned-tiles.json" ;;
+    plain)
+        run plain-session 300 python3 docs/evidence/plain_session_cost.py --repeats 3
+        grep -hE 'trivial tests|wall .* cpu' "$OUT/plain-session.log" >> "$OUT/summary.txt" ;;
+    suite)
+        # --target /tmp/site and PYTHONPATH, not site-packages: the machine's own image stays as
+        # it is, and the carried numpy shadows its numpy for this step only.
+        if compgen -G '.whl/*.whl' > /dev/null; then
+            run suite-wheels 120 python3 -m pip install -q --no-index --no-deps --no-compile \
+                --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+        fi
+        run suite 540 env PYTHONPATH="/tmp/site:$PYTHONPATH" "${PYTEST[@]}" -n 8 ;;
     *)
         echo "gpu.sh: unknown step '$1' (see the list at the top of $0)" >&2
         return 2 ;;
@@ -149,7 +166,7 @@ PY
 
 for name in "$@"; do  # refuse a misspelt step before spending any device time
     case "$name" in
-    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep) ;;
+    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|plain|suite) ;;
     *) step "$name"; exit 2 ;;
     esac
 done

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile import import_hooks
+from pytest_coldcompile import import_hooks, options
 from pytest_coldcompile.devices import cuda
 
 # Where frames are never the user's: this plugin, pytest, pluggy, the import system.
@@ -188,8 +188,13 @@ class CudaInitWatch:
         for line in _first.stack_lines():
             terminalreporter.write_line(line)
 
-    def pytest_report_header(self) -> list[str]:
-        return [f"cold-compile: {_first.describe()}"] if self.done else []
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        """Only where every test runs cold: the header comes before collection, and a session
+        that runs no cold test hears nothing of this plugin. Marked tests hear it after
+        collection, in the engine's line (auto's reason) and the summary."""
+        if not self.done or not options.settings(config).cold_all:
+            return []
+        return [f"cold-compile: {_first.describe()}"]
 
 
 WATCH_NAME = "coldcompile-cuda-init"

@@ -24,6 +24,8 @@ from pytest_coldcompile.child import pristine
 from pytest_coldcompile.isolation.forkserver import ChildExit
 from pytest_coldcompile.processes import kill_group
 
+PLUGIN_MODULE = "pytest_coldcompile.plugin"
+
 # Destinations of options that must not reach a child running one test: distribution,
 # report files, selection and rerun state, interactive debugging, terminal chatter.
 DROP = frozenset(
@@ -145,18 +147,24 @@ def _basetemp(config: pytest.Config, test_dir: str) -> Path:
     return Path(session_base) / f"cold-{Path(test_dir).name}"
 
 
+def _plugin_name(config: pytest.Config) -> str:
+    """The name this plugin is registered under in this process: `coldcompile` (its entry
+    point's, also through `-p coldcompile`) or its module's."""
+    module = sys.modules.get(PLUGIN_MODULE)
+    return (config.pluginmanager.get_name(module) if module is not None else None) or PLUGIN_MODULE
+
+
 def command(config: pytest.Config, nodeid: str, orders_path: str, test_dir: str) -> list[str]:
     ini_addopts = config.getini("addopts") if config.inipath else []
     env_addopts = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
     args = [*ini_addopts, *env_addopts, *config.invocation_params.args]
     cmd = [sys.executable, "-m", "pytest", *filter_args(list(args), config), *_overrides(config)]
     cmd += ["-o", "addopts=", "-p", "no:terminal"]
-    # Registered through its entry point unless autoload is off; twice would be an error.
-    if (
-        os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-        and config.pluginmanager.get_plugin("pytest_coldcompile.plugin") is None
-    ):
-        cmd += ["-p", "pytest_coldcompile.plugin"]
+    # Registered through its entry point unless autoload is off; then under the name it has
+    # here, which the user's own `-p` (passed on above) may have given it: one name twice is
+    # one registration, the entry point's and the module's names are two, which pytest refuses.
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        cmd += ["-p", _plugin_name(config)]
     cmd += ["--rootdir", str(config.rootpath)]
     if config.inipath:
         cmd += ["-c", str(config.inipath)]

@@ -55,7 +55,15 @@ class Zygote:
         self._answer(_PRELOAD)
 
     def stop(self) -> None:
-        """End the server (and its idle wait for a preload decision); idempotent."""
+        """End the server; idempotent. One still waiting for the preload decision (a session
+        that ran no cold test) has served nothing: it is killed, where told to go on it would
+        fork its first spare child only to be asked to exit."""
+        if self.server is not None and self._go_write is not None:
+            self.server.kill()  # before the pipe closes: an end of file would wake it
+            self.server = None
+            os.close(self._go_write)
+            self._go_write = None
+            return
         self._answer(_BARE)
         if self.server is not None:
             self.server.stop()

@@ -72,7 +72,8 @@ def test_a_conftest_that_initializes_the_driver_directly_is_named(
     lib = _fake_libcuda(pytester.path)
     pytester.makeconftest(conftest(f"import ctypes\nassert ctypes.CDLL({lib!r}).cuInit(0) == 0\n"))
     pytester.makepyfile(COLD_TEST)
-    result = run(pytester, "--cold-compile-report=cold.json")
+    # Every test cold: the header, printed before collection, names who initialized CUDA.
+    result = run(pytester, "--cold-compile", "--cold-compile-report=cold.json")
     result.assert_outcomes(passed=1)
     said = (f"the CUDA driver was initialized outside torch (libcuda {lib}; no CUDA library or "
             "module known to this plugin is loaded: a direct ctypes/cffi load of libcuda?), "
@@ -123,7 +124,7 @@ def test_torch_lazy_init_names_the_users_file_and_line_with_its_stack(
         "pick_device()\n"
     ))
     pytester.makepyfile(COLD_TEST)
-    result = run(pytester, "--cold-compile-report=cold.json")
+    result = run(pytester, "--cold-compile", "--cold-compile-report=cold.json")
     result.assert_outcomes(passed=1)
     where = f"{pytester.path / 'conftest.py'}:4 (in pick_device)"
     said = f"CUDA first initialized by torch.cuda._lazy_init, called from {where}"

@@ -59,6 +59,9 @@ def test_the_list_stops_at_the_compile_stack(
 ) -> None:
     """What a child imported after torch's compile stack may have been imported by it: the
     server, whose Inductor cache directory is the user's, would import it too."""
+    # This process stands for a child that never initialized CUDA; under xdist on a GPU
+    # machine an earlier test in this worker did, and the list would rightly be empty.
+    monkeypatch.setattr(shared_imports.cuda, "cuda_driver_initialized", lambda: False)
     stdlib = sysconfig.get_paths()["stdlib"]
     before = set(sys.modules)
     _fake(monkeypatch, "coldfake_first", f"{stdlib}/coldfake_first.py")

@@ -98,6 +98,47 @@ def test_no_cold_tests_no_summary(cold: pytest.Pytester) -> None:
     result.stdout.no_fnmatch_line("*cold-compile*")
 
 
+# A conftest as on a GPU machine, where collection or an earlier test initialized CUDA: the
+# detector reads the driver as initialized (tests/plugin/test_cuda_init.py initializes a fake
+# one; here only the answer matters).
+CUDA_WAS_INITIALIZED = """
+from pytest_coldcompile.devices import cuda
+cuda.cuda_driver_initialized = lambda: True
+"""
+
+
+def test_no_cold_tests_no_word_where_cuda_was_initialized(
+    cold: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Who initialized CUDA explains a cold test's mode: without one the plugin says nothing,
+    neither in a new process nor in one where an earlier session initialized CUDA."""
+    from pytest_coldcompile.devices import cuda
+
+    cold.makeconftest(CUDA_WAS_INITIALIZED)
+    cold.makepyfile("def test_plain():\n    pass\n")
+    result = run(cold)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*cold-compile*")
+    monkeypatch.setattr(cuda, "cuda_driver_initialized", lambda: True)
+    cold.makeconftest("")
+    result = run_inprocess(cold)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*cold-compile*")
+
+
+def test_who_initialized_cuda_is_said_once_a_cold_test_runs(cold: pytest.Pytester) -> None:
+    """A marked test is known only after collection: the engine's line and the summary name
+    who initialized CUDA, the header (printed before collection) does not."""
+    cold.makeconftest(CUDA_WAS_INITIALIZED)
+    cold.makepyfile("import pytest\n@pytest.mark.cold_compile\ndef test_cold():\n    pass\n")
+    result = run(cold)
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    said = "cold-compile: the CUDA driver was initialized outside torch"
+    assert said not in out.split("collected")[0]
+    assert said in out.split("cold compile summary")[1]
+
+
 def test_xdist_controller_writes_the_report(cold: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     cold.makepyfile(test_mixed=MIXED)
