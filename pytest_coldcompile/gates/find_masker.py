@@ -297,7 +297,8 @@ class MaskerFinder:
             return
         tr = terminalreporter
         masked = sum(1 for m in found.values() if m.get("verdict") == MASKED)
-        tr.write_sep("=", f"cold compile maskers: {len(found)} tests failed cold, "
+        tests = "test" if len(found) == 1 else "tests"
+        tr.write_sep("=", f"cold compile maskers: {len(found)} {tests} failed cold, "
                           f"{masked} masked by an earlier test")
         for nodeid, m in sorted(found.items()):
             tr.write_line(f"{summary_line(nodeid, m)}; {m.get('children')} cold children "
