@@ -68,7 +68,7 @@ def _triton_kernels(cache_dir: str | None) -> set[str]:
     """Triton's cache holds <hash>/<kernel name>.json for each kernel it compiled."""
     if not cache_dir or not os.path.isdir(cache_dir):
         return set()
-    found = set()
+    found: set[str] = set()
     for entry in os.listdir(cache_dir):
         try:
             names = os.listdir(os.path.join(cache_dir, entry))
@@ -97,7 +97,10 @@ class Observer:
         # The runner has reset and subscribed the selectors loaded so far; the others are
         # subscribed as they load.
         selectors.subscribe(selectors.loaded(), self._event)
-        selectors.on_load(lambda sel: selectors.subscribe([sel], self._event))
+        selectors.on_load(self._adopt)
+
+    def _adopt(self, selector: Any) -> None:
+        selectors.subscribe([selector], self._event)
 
     def _event(self, event: Any) -> None:
         if self.recording and event.kind == "admit" and event.outcome == "cached":
@@ -161,7 +164,7 @@ class Search:
             lines = records.read_records(test_dir)
         finally:
             shutil.rmtree(test_dir, ignore_errors=True)
-        seen = next((r for r in reversed(lines) if r.get("type") == RECORD), {})
+        seen: dict[str, Any] = next((r for r in reversed(lines) if r.get("type") == RECORD), {})
         return Run(_passed(lines), seen)
 
 

@@ -296,3 +296,63 @@ def test_an_fx_graph_cache_hit_is_named(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["test_fx.py::test_20_compiled fails cold; masked by test_fx.py::test_03_compiles "
          "(FX-graph cache hit*"])
+
+
+def test_a_triton_kernel_found_in_the_cache_is_named(pytester: pytest.Pytester) -> None:
+    """What the finder observes of Triton: the kernels a test compiled into its child's
+    Triton cache (<hash>/<name>.json) alone and not after the masker. Stood in for here by a
+    "compile" that writes the entry where it is missing and fails (the cold bug), as a
+    kernel compiled from scratch would, with no GPU needed."""
+    pytester.makepyfile(test_kernels='''
+        import os
+
+        def _kernel(fail_if_compiled):
+            entry = os.path.join(os.environ["TRITON_CACHE_DIR"], "4f2a", "matmul_kernel.json")
+            if os.path.exists(entry):
+                return
+            os.makedirs(os.path.dirname(entry), exist_ok=True)
+            open(entry, "w").close()
+            assert not fail_if_compiled, "compiled from scratch"
+
+        def test_0_trivial():
+            pass
+
+        def test_1_compiles_the_kernel():
+            _kernel(False)
+
+        def test_2_trivial():
+            pass
+
+        def test_3_needs_it_cached():
+            _kernel(True)
+        ''')
+    result = run(pytester, "--cold-compile", "--cold-compile-mode=fork",
+                 "--cold-compile-find-masker", "--cold-compile-report=cold.json")
+    result.assert_outcomes(passed=3, failed=1)
+    masker = _masker(_records(pytester), "test_3_needs_it_cached")
+    assert masker["nodeid"] == "test_kernels.py::test_1_compiles_the_kernel", masker
+    assert masker["state"] == "Triton kernel found in the cache"
+    assert masker["states"] == ["Triton kernel matmul_kernel found in the cache"]
+
+
+def test_a_masker_that_leaves_no_observed_state_is_other_process_state(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_globals='''
+        import os
+
+        def test_0_sets_a_flag():
+            os.environ["MASKER_WAS_HERE"] = "1"
+
+        def test_1_needs_the_flag():
+            assert os.environ.get("MASKER_WAS_HERE") == "1"
+        ''')
+    result = run(pytester, "--cold-compile", "--cold-compile-mode=fork",
+                 "--cold-compile-find-masker", "--cold-compile-report=cold.json")
+    result.stdout.fnmatch_lines([
+        "test_globals.py::test_1_needs_the_flag fails cold; masked by "
+        "test_globals.py::test_0_sets_a_flag (other process state); 2 cold children for 1 "
+        "earlier tests",
+    ])
+    masker = _masker(_records(pytester), "test_1_needs_the_flag")
+    assert (masker["state"], masker["children"]) == ("other process state", 2)
