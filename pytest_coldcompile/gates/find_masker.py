@@ -160,7 +160,9 @@ class Search:
         try:
             orders = self.engine.child_orders(self.item, test_dir)
             orders[ORDERS_KEY] = True
-            self.engine.launch_again(self.item, orders, self.timeout, before)
+            # The test's limit holds for each test the child runs.
+            timeout = None if self.timeout is None else self.timeout * (len(before) + 1)
+            self.engine.launch_again(self.item, orders, timeout, before)
             lines = records.read_records(test_dir)
         finally:
             shutil.rmtree(test_dir, ignore_errors=True)
@@ -267,6 +269,8 @@ class MaskerFinder:
     def __init__(self) -> None:
         self.order: list[pytest.Item] = []
         self.seen: set[int] = set()
+        # A rerun that fails again is not searched again: it gets the first search's object.
+        self.found: dict[int, dict[str, Any]] = {}
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
@@ -279,17 +283,21 @@ class MaskerFinder:
         """The ``masker`` object onto a failing test's record (hence the JSON report)."""
         if not failed(run.reports) or item.stash.get(options.PROOF_ITEM_KEY, False):
             return
+        if id(item) in self.found:
+            run.record["masker"] = self.found[id(item)]
+            return
         at = next((i for i, it in enumerate(self.order) if it is item), len(self.order))
         earlier = [it for it in self.order[:at] if id(it) in run.engine.index]
         try:
-            run.record["masker"] = find(run.engine, item, earlier, run.timeout)
+            run.record["masker"] = self.found[id(item)] = find(
+                run.engine, item, earlier, run.timeout)
         except Exception:  # the machinery, not the test: say so on the record, run on
             why = traceback.format_exc().strip().splitlines()[-1]
             out: dict[str, Any] = dict.fromkeys(MASKER_KEYS)
             out.update(verdict=ERROR, states=[], candidates=len(earlier), children=None,
                        message=f"the masker search could not run: {why}")
             out["with"] = []
-            run.record["masker"] = out
+            run.record["masker"] = self.found[id(item)] = out
 
     @pytest.hookimpl(trylast=True)
     def pytest_coldcompile_terminal_summary(

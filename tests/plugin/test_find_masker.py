@@ -356,3 +356,20 @@ def test_a_masker_that_leaves_no_observed_state_is_other_process_state(
     ])
     masker = _masker(_records(pytester), "test_1_needs_the_flag")
     assert (masker["state"], masker["children"]) == ("other process state", 2)
+
+
+@needs_modules("pytest_rerunfailures")
+def test_a_rerun_is_searched_once_and_its_record_keeps_the_masker(
+    pytester: pytest.Pytester,
+) -> None:
+    _write(pytester, _suite(1, 3, 4))
+    result = run(pytester, "-p", "rerunfailures", "--reruns", "1", "--cold-compile",
+                 "--cold-compile-mode=fork", "--cold-compile-find-masker",
+                 "--cold-compile-report=cold.json")
+    assert result.parseoutcomes() == {"passed": 3, "failed": 1, "rerun": 1}
+    result.stdout.fnmatch_lines([
+        "test_suite.py::test_03_compiled fails cold; masked by test_suite.py::test_01_warms "
+        "(selector gridpair: admission cached); 5 cold children for 3 earlier tests",
+    ])
+    masker = _masker(_records(pytester), "test_03_compiled")
+    assert masker["nodeid"] == "test_suite.py::test_01_warms"
