@@ -15,7 +15,7 @@ from pytest_coldcompile import hookspecs, interop, item_options, options, report
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.devices import device_queries, markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
-from pytest_coldcompile.gates import baseline, budget, cuda_init, debug, warm_check
+from pytest_coldcompile.gates import baseline, budget, cuda_init, debug, find_masker, warm_check
 from pytest_coldcompile.gates import settings as gate_settings
 from pytest_coldcompile.isolation import zygote
 from pytest_coldcompile.isolation.engine import ENGINE_KEY, ColdEngine
@@ -26,7 +26,8 @@ __all__ = ["ENGINE_KEY", "cold_state", "compile_counter", "launch_events"]
 
 # The features, each a plugin on pytest's hooks and the plugin's own: register(config) puts
 # it where it acts (the pytest process, the controller, cold children).
-FEATURES = (report, budget, baseline, warm_check, debug, prove_items, prove_child)
+FEATURES = (report, budget, baseline, warm_check, find_masker, debug, prove_items,
+            prove_child)
 CAP_KEY = pytest.StashKey[smem_cap.SmemCap]()
 DEVICE_SKIP_KEY = pytest.StashKey[bool]()
 WORKERINPUT_KEY = pytest.StashKey[dict]()

@@ -31,7 +31,7 @@ DEVICE_KEYS = ("smem_limit", "smem_device", "emulated_device", "emulation")
 RECORD_KEYS = ("mode", "mode_reason", "total_s", *FIGURES, "selectors", "launches",
                *DEVICE_KEYS)
 """The keys of every test's record in the JSON report, besides its outcome."""
-GATE_KEYS = ("budget_s", "budget_exceeded", "warm", "baseline")
+GATE_KEYS = ("budget_s", "budget_exceeded", "warm", "baseline", "masker")
 """The CI gates' keys of every record (docs/ci-gates.md), null where a gate is off."""
 
 

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -33,6 +34,20 @@ from pytest_coldcompile.records import (
     redirect_std_fds,
     write_record,
 )
+
+EARLIER = "earlier"
+"""Where a child that runs earlier tests before its own (``ColdEngine.launch_again``'s
+``before``) writes their reports and warnings: a directory under its own, so that the test's
+records stay the test's alone."""
+
+
+def record_dir(test_dir: str, target: str | None, nodeid: str | None) -> str:
+    """The directory for a record of nodeid in a child of target (None: any test is its)."""
+    if target is None or nodeid is None or nodeid == target:
+        return test_dir
+    earlier = os.path.join(test_dir, EARLIER)
+    os.makedirs(earlier, exist_ok=True)
+    return earlier
 
 
 @dataclass
@@ -286,9 +301,12 @@ def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
 class ReportSink:
     """Writes each report of the test as soon as it exists, so a later crash keeps it."""
 
-    def __init__(self, config: pytest.Config, test_dir: str | None) -> None:
+    def __init__(
+        self, config: pytest.Config, test_dir: str | None, target: str | None = None
+    ) -> None:
         self.config = config
         self.test_dir = test_dir  # None: armed in a fork server, no child yet
+        self.target = target  # the child's own test; others' reports go to EARLIER
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Any:
@@ -296,22 +314,24 @@ class ReportSink:
         if self.test_dir is None:
             return report
         data = self.config.hook.pytest_report_to_serializable(config=self.config, report=report)
-        write_record(self.test_dir, {"type": "report", "data": data})
+        write_record(record_dir(self.test_dir, self.target, item.nodeid),
+                     {"type": "report", "data": data})
         return report
 
 
 class WarningSink:
     """Records the warnings the test raised; the parent hands them to its own warning hooks."""
 
-    def __init__(self, test_dir: str | None) -> None:
+    def __init__(self, test_dir: str | None, target: str | None = None) -> None:
         self.test_dir = test_dir  # None: armed in a fork server, no child yet
+        self.target = target  # the child's own test; others' warnings go to EARLIER
 
-    def pytest_warning_recorded(self, warning_message: Any, when: str) -> None:
+    def pytest_warning_recorded(self, warning_message: Any, when: str, nodeid: str) -> None:
         if when != "runtest" or self.test_dir is None:
             return  # a spawned child's config and collection warnings are the parent's too
         category = warning_message.category
         write_record(
-            self.test_dir,
+            record_dir(self.test_dir, self.target, nodeid),
             {
                 "type": "warning",
                 "when": when,
@@ -327,11 +347,12 @@ class _ForkedProtocol:
     """The innermost protocol of a forked child: reports are written, not logged, here."""
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item) -> bool:
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool:
         from _pytest.runner import runtestprotocol
 
-        # nextitem=None: everything this child set up, session fixtures too, ends here.
-        runtestprotocol(item, nextitem=None, log=False)
+        # The child's test gets nextitem=None: everything this child set up, session fixtures
+        # too, ends there. An earlier test (run_forked's before) keeps what the next one needs.
+        runtestprotocol(item, nextitem=nextitem, log=False)
         return True
 
 
@@ -369,8 +390,9 @@ class _ForkServerArming:
         config.pluginmanager.register(self.warning_sink, "coldcompile-warning-sink")
         config.pluginmanager.register(_ForkedProtocol(), "coldcompile-forked-protocol")
 
-    def aim(self, test_dir: str) -> None:
+    def aim(self, test_dir: str, target: str | None) -> None:
         self.report_sink.test_dir = self.warning_sink.test_dir = test_dir
+        self.report_sink.target = self.warning_sink.target = target
 
 
 _arming: _ForkServerArming | None = None
@@ -385,7 +407,7 @@ def arm_fork_server(config: pytest.Config) -> None:
 def _set_up_forked(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
     test_dir = orders["dir"]
     arming = _arming or _ForkServerArming(config)
-    arming.aim(test_dir)
+    arming.aim(test_dir, orders.get("nodeid") if orders.get("before") else None)
     _redirect_fds(test_dir)
     _retarget_capture(config, test_dir, keep=False)
     return prepare(config, orders)
@@ -410,8 +432,15 @@ def ready_forked(item: pytest.Item, orders: dict[str, Any]) -> None:
         ctx.warmed_ahead = pristine.warm_compile_stack()
 
 
-def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
-    """Body of a forked cold child: run item's whole protocol here, then leave with os._exit."""
+def run_forked(
+    item: pytest.Item, orders: dict[str, Any], before: Sequence[pytest.Item] = ()
+) -> NoReturn:
+    """Body of a forked cold child: run item's whole protocol here, then leave with os._exit.
+
+    before: tests to run first, in order, in this same process and with the same private
+    caches (what they leave warm is what item meets); their reports and warnings go to
+    EARLIER, item's to the child's directory as always.
+    """
     test_dir = orders["dir"]
     code = 0
     try:
@@ -424,17 +453,19 @@ def run_forked(item: pytest.Item, orders: dict[str, Any]) -> NoReturn:
                 exit_now(code)
         else:
             ctx = _set_up_forked(config, orders)
-        before = shared_imports.modules_now()
+        imported = shared_imports.modules_now()
         try:
             # Through the hook, so the wrappers pytest puts around a test (assertion
             # comparisons, warning capture, ...) are around it here too.
-            item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+            sequence = [*before, item]
+            for this, following in zip(sequence, [*sequence[1:], None]):
+                this.ihook.pytest_runtest_protocol(item=this, nextitem=following)
         except pytest.exit.Exception as exc:
             write_record(test_dir, {"type": "exit", "msg": exc.msg, "returncode": exc.returncode})
         except KeyboardInterrupt:
             write_record(test_dir, {"type": "interrupt"})
         write_record(test_dir, ctx.summary())
-        shared_imports.write_imported(test_dir, before)  # for the fork server to share
+        shared_imports.write_imported(test_dir, imported)  # for the fork server to share
         _flush_coverage()
     except BaseException:
         code = 1
@@ -529,6 +560,12 @@ class SpawnedChild:
             refused = f"{len(keep)} items have this node id here"
         elif keep and isinstance(want, dict):
             refused = _difference(want, item_fingerprint(keep[0]))
+        earlier, missing = self._earlier(drop)
+        if keep and refused is None and missing:
+            refused = f"the earlier tests {missing} are not here, or not the parent's"
+        if earlier and refused is None:
+            drop = [it for it in drop if all(it is not e for e in earlier)]
+            keep = [*earlier, *keep]
         if refused is not None:
             # Never run another parametrization than the one the parent asked for.
             self._refuse(
@@ -541,6 +578,24 @@ class SpawnedChild:
         if drop:
             config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+    def _earlier(self, found: list[pytest.Item]) -> tuple[list[pytest.Item], list[str]]:
+        """The orders' earlier tests (``before``) among found, in the orders' order, each the
+        parent's item by its fingerprint; and the node ids of those that are not."""
+        by_id: dict[str, list[pytest.Item]] = {}
+        for it in found:
+            by_id.setdefault(it.nodeid, []).append(it)
+        prints = self.orders.get("before_fingerprints") or []
+        earlier, missing = [], []
+        for i, nodeid in enumerate(self.orders.get("before") or []):
+            same = by_id.get(nodeid, [])
+            want = prints[i] if i < len(prints) else None
+            if len(same) != 1 or (isinstance(want, dict)
+                                  and _difference(want, item_fingerprint(same[0]))):
+                missing.append(nodeid)
+            else:
+                earlier.append(same[0])
+        return earlier, missing
 
     def _refuse(self, why: str) -> None:
         self.refused = (
@@ -572,11 +627,17 @@ class SpawnedChild:
                 f"collection errors:\n{errors}"
             )
             return True
+        if self.orders.get("before"):
+            # The earlier tests first, in the parent's order, whatever reordered them since.
+            rank = {nodeid: i for i, nodeid in enumerate([*self.orders["before"],
+                                                           self.orders["nodeid"]])}
+            session.items.sort(key=lambda it: rank.get(it.nodeid, len(rank)))
+        target = self.orders["nodeid"] if self.orders.get("before") else None
         try:
             _retarget_capture(self.config, self.test_dir, keep=True)
             self.ctx = prepare(self.config, self.orders)
-            self.config.pluginmanager.register(ReportSink(self.config, self.test_dir))
-            self.config.pluginmanager.register(WarningSink(self.test_dir))
+            self.config.pluginmanager.register(ReportSink(self.config, self.test_dir, target))
+            self.config.pluginmanager.register(WarningSink(self.test_dir, target))
         except BaseException:
             write_record(self.test_dir, {"type": "error", "traceback": traceback.format_exc()})
             return True

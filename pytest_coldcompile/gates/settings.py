@@ -38,6 +38,13 @@ WARM_CHECK_HELP = (
     "copy of the first run's caches; report its figures, cache hits and misses, and any graph "
     "or Triton kernel compiled again (an unstable cache key) or an outcome that differs."
 )
+FIND_MASKER_HELP = (
+    "For each test that fails cold, find which earlier test's warm state hides the failure in "
+    "a plain run, and through which state (a selector's cached admission, an FX-graph or "
+    "AOTAutograd cache hit, a Triton kernel in the cache, other process state): it reruns the "
+    "test alone, after all earlier tests, then bisects them, each run in one fresh cold child "
+    "(about log2(N) + 3 children for N earlier tests)."
+)
 DEFAULT_TOLERANCE = "25,0.5"
 
 
@@ -49,6 +56,7 @@ class GateSettings:
     tolerance: tuple[float, float]  # (fraction of the baseline's figure, seconds)
     strict: bool
     warm_check: bool
+    find_masker: bool = False
 
 
 GATES_KEY = pytest.StashKey[GateSettings]()
@@ -65,7 +73,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--cold-compile-warm-check", action="store_true", default=None,
                     help=WARM_CHECK_HELP)
     parser.addini("cold_compile_budget", BUDGET_HELP, default="0")
+    group.addoption("--cold-compile-find-masker", action="store_true", default=None,
+                    help=FIND_MASKER_HELP)
     parser.addini("cold_compile_warm_check", WARM_CHECK_HELP, type="bool", default=False)
+    parser.addini("cold_compile_find_masker", FIND_MASKER_HELP, type="bool", default=False)
 
 
 def parse_tolerance(value: Any, source: str) -> tuple[float, float]:
@@ -95,6 +106,10 @@ def load(config: pytest.Config) -> GateSettings:
         warm_check = bool(opt.cold_compile_warm_check)
     else:
         warm_check = ini_bool(config, "cold_compile_warm_check")
+    if opt.cold_compile_find_masker is not None:
+        find_masker = bool(opt.cold_compile_find_masker)
+    else:
+        find_masker = ini_bool(config, "cold_compile_find_masker")
     baseline = Path(opt.cold_compile_baseline) if opt.cold_compile_baseline else None
     if opt.cold_compile_baseline_strict and baseline is None:
         raise pytest.UsageError("--cold-compile-baseline-strict: needs --cold-compile-baseline")
@@ -105,6 +120,7 @@ def load(config: pytest.Config) -> GateSettings:
         tolerance=tolerance,
         strict=bool(opt.cold_compile_baseline_strict),
         warm_check=warm_check,
+        find_masker=find_masker,
     )
 
 

@@ -185,7 +185,8 @@ class ColdEngine:
     def _child_main(self, request: dict[str, Any]) -> None:
         from pytest_coldcompile.child import runner
 
-        runner.run_forked(self.items[request["index"]], request["orders"])
+        runner.run_forked(self.items[request["index"]], request["orders"],
+                          [self.items[i] for i in request.get("before", ())])
 
     def _child_ready(self, request: dict[str, Any]) -> None:
         from pytest_coldcompile.child import runner
@@ -420,17 +421,29 @@ class ColdEngine:
         return run.reports
 
     def launch_again(
-        self, item: pytest.Item, orders: dict[str, Any], timeout: float | None
+        self,
+        item: pytest.Item,
+        orders: dict[str, Any],
+        timeout: float | None,
+        before: Sequence[pytest.Item] = (),
     ) -> ChildExit:
-        """Run item once more (the warm-cache check), the next test's fork still announced."""
-        if self.mode == "fork" and self.promised is not None and self._server_alive():
+        """Run item once more (the warm-cache check), the next test's fork still announced.
+
+        before: tests to run first in the same child, in order, with the same private caches
+        (whatever they warm, item meets warm). Only item's reports and records land in
+        ``orders["dir"]``; theirs go to its ``runner.EARLIER`` directory.
+        """
+        if before:
+            orders["before"] = [it.nodeid for it in before]
+            orders["before_fingerprints"] = [runner.item_fingerprint(it) for it in before]
+        if self.mode == "fork" and self._server_alive():
             assert self.server is not None
-            following, _, following_orders = self.promised
-            request = {
-                "index": self.index[id(item)],
-                "orders": orders,
-                "next": {"index": self.index[id(following)], "orders": following_orders},
-            }
+            request: dict[str, Any] = {"index": self.index[id(item)], "orders": orders}
+            if before:
+                request["before"] = [self.index[id(it)] for it in before]
+            if self.promised is not None:
+                following, _, following_orders = self.promised
+                request["next"] = {"index": self.index[id(following)], "orders": following_orders}
             return self.server.run(request, timeout)
         return self._launch(item, orders, timeout)
 

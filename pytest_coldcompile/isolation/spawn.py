@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,10 @@ def _plugin_name(config: pytest.Config) -> str:
     return (config.pluginmanager.get_name(module) if module is not None else None) or PLUGIN_MODULE
 
 
-def command(config: pytest.Config, nodeid: str, orders_path: str, test_dir: str) -> list[str]:
+def command(
+    config: pytest.Config, nodeid: str, orders_path: str, test_dir: str,
+    before: Sequence[str] = (),
+) -> list[str]:
     ini_addopts = config.getini("addopts") if config.inipath else []
     env_addopts = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
     args = [*ini_addopts, *env_addopts, *config.invocation_params.args]
@@ -171,7 +175,9 @@ def command(config: pytest.Config, nodeid: str, orders_path: str, test_dir: str)
     if config.pluginmanager.has_plugin("cacheprovider"):
         cmd += ["-o", f"cache_dir={Path(test_dir) / 'pytest-cache'}"]
     cmd += ["--basetemp", str(_basetemp(config, test_dir))]
-    cmd += ["--cold-compile-child", orders_path, "--", str(config.rootpath / nodeid)]
+    cmd += ["--cold-compile-child", orders_path, "--"]
+    # The earlier tests a child runs before its own (orders' "before"), then its own.
+    cmd += [str(config.rootpath / n) for n in [*before, nodeid]]
     return cmd
 
 
@@ -190,7 +196,7 @@ def prepare(
     Path(orders_path).write_text(json.dumps({**orders, "nodeid": nodeid}))
     env = pristine.child_environ(test_dir, orders, dict(os.environ if environ is None else environ))
     env["PYTEST_ADDOPTS"] = ""
-    return command(config, nodeid, orders_path, test_dir), env
+    return command(config, nodeid, orders_path, test_dir, orders.get("before") or ()), env
 
 
 def zygote_request(

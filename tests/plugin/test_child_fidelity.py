@@ -71,14 +71,14 @@ FINGERPRINT_SHIM = """
 from pytest_coldcompile.child import runner as child
 from pytest_coldcompile.isolation import engine
 
-_orders = engine.ColdEngine._orders
+_child_orders = engine.ColdEngine.child_orders
 
 def _with_fingerprint(self, item, test_dir):
-    orders = _orders(self, item, test_dir)
+    orders = _child_orders(self, item, test_dir)
     orders.setdefault("fingerprint", child.item_fingerprint(item))
     return orders
 
-engine.ColdEngine._orders = _with_fingerprint
+engine.ColdEngine.child_orders = _with_fingerprint
 """
 
 DIFFERENT_COLLECTION = """
