@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_coldcompile import options, records, selectors
+from pytest_coldcompile import item_options, options, records, selectors
 from pytest_coldcompile.child import runner
 from pytest_coldcompile.gates import settings
 
@@ -281,7 +281,7 @@ class MaskerFinder:
 
     def pytest_coldcompile_child_ended(self, item: pytest.Item, run: ColdRun) -> None:
         """The ``masker`` object onto a failing test's record (hence the JSON report)."""
-        if not failed(run.reports) or item.stash.get(options.PROOF_ITEM_KEY, False):
+        if not failed(run.reports) or item.stash.get(item_options.PROOF_ITEM_KEY, False):
             return
         if id(item) in self.found:
             run.record["masker"] = self.found[id(item)]
