@@ -31,7 +31,7 @@ def _shape(text: str) -> tuple[int, int, int, int]:
             f"--shape: expected N,D,F,KC integers, got {text!r}") from None
     if len(values) != 4 or min(values) < 1:
         raise argparse.ArgumentTypeError(f"--shape: expected four positive N,D,F,KC, got {text!r}")
-    return values  # type: ignore[return-value]
+    return values
 
 
 def _positive(text: str) -> int:

@@ -81,9 +81,9 @@ def _to(projector: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def autocast_arguments(
-    operands: Sequence[object], projectors: Sequence[object], device_type: str,
+    operands: Sequence[Any], projectors: Sequence[Any], device_type: str,
     cast_projector: Callable[[Tensor, torch.dtype], Tensor] = _to,
-) -> tuple[list[object], list[object], torch.dtype | None]:
+) -> tuple[list[Any], list[Any], torch.dtype | None]:
     """(operands, projectors, compute_dtype) as a step runs them inside an autocast region on
     ``device_type``: when torch's rule casts both projectors, they are cast to the autocast
     dtype, which becomes the ``compute_dtype``; float32 operands then stay float32 for the
@@ -93,9 +93,9 @@ def autocast_arguments(
     one dtype; this follows whatever dtype the autocast region asks for.)"""
     dtype = torch.get_autocast_dtype(device_type)
     mixed = all(autocast_eligible(p, device_type) for p in projectors)
-    operands = [x.to(dtype) if autocast_eligible(x, device_type)  # type: ignore[union-attr]
-                and not (mixed and x.dtype == torch.float32) else x  # type: ignore[union-attr]
+    operands = [x.to(dtype) if autocast_eligible(x, device_type)
+                and not (mixed and x.dtype == torch.float32) else x
                 for x in operands]
     projectors = [cast_projector(p, dtype) if autocast_eligible(p, device_type) else p
-                  for p in projectors]  # type: ignore[arg-type]
+                  for p in projectors]
     return operands, projectors, (dtype if mixed else None)

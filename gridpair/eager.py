@@ -44,7 +44,7 @@ def autocast_inputs(tensors: Sequence[Tensor]) -> list[Tensor]:
         return list(tensors)
     operands, projectors, _ = autograd.autocast_arguments(tensors[:2], tensors[2:], device_type,
                                                           _cast)
-    return [*operands, *projectors]  # type: ignore[list-item]
+    return [*operands, *projectors]
 
 
 _CASTS: dict[torch.dtype, ProjectorCache] = {}

@@ -48,6 +48,7 @@ def generated_candidates(op: str, geometry: Geometry, dtype: torch.dtype) -> lis
     """The ladder from the most to the least aggressive tile whose resident values stay in
     registers; grid blocks larger than the grid are left out."""
     widest_grid = max(16, next_power_of_two(geometry.grid))
+    shapes: list[tuple[int, int, int, str | None]]
     if dtype == torch.float32:
         shapes = [(*shape, dots) for dots in _FP32_DOTS for shape in _FP32_SHAPES]
     else:

@@ -6,6 +6,7 @@ Either way the kernel is found in the JIT cache the selector's validation filled
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -51,8 +52,10 @@ class ProjectorCache:
         derived = self._derive(projector)
         key = id(projector)
         entries = self._entries
-        self._entries[key] = (weakref.ref(projector, lambda _, key=key: entries.pop(key, None)),
-                              stamp, derived)
+        def forget(_: object, key: int = key) -> None:
+            entries.pop(key, None)
+
+        self._entries[key] = (weakref.ref(projector, forget), stamp, derived)
         return derived
 
 
@@ -206,7 +209,7 @@ def cast_for_launch(operands: Sequence[Tensor], compute: torch.dtype) -> list[Te
 # results, fresh allocations, always aligned. A repeat launch then skips the JIT's binder and
 # cache-key hashing, a large share of an eager step's host time; it is the same kernel object,
 # never a new compile.
-_RESOLVED: dict[tuple, object] = {}
+_RESOLVED: dict[tuple, Any] = {}
 
 
 def _launch_resolved(kernel, memo: tuple, grid: tuple[int], args: list[object],
@@ -226,7 +229,8 @@ def _launch_resolved(kernel, memo: tuple, grid: tuple[int], args: list[object],
         _RESOLVED[memo] = kernel[grid](*args, **constexprs, num_warps=tile.num_warps,
                                        num_stages=tile.num_stages)
         return
-    compiled[(*grid, 1, 1)](*args, *constexprs.values())
+    launch_grid = (*grid, 1, 1)
+    compiled[launch_grid](*args, *constexprs.values())
 
 
 def _on_device_of(tensor: Tensor) -> AbstractContextManager:

@@ -4,6 +4,9 @@ It is the semantics the fused kernels are judged against, the computation custom
 to where no launch fits or no GPU is present, and (in float64) the yardstick of the tests.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -81,7 +84,7 @@ def bwd2(grad_out, left, right, grad_grad_left, grad_grad_right, to_grid_, from_
     )
 
 
-def of_op(op: str, *args: Tensor) -> tuple[Tensor, ...]:
+def of_op(op: str, *args: Any) -> tuple[Tensor, ...]:
     """The reference computation of kernel ``op`` ("fwd", "bwd", "bwd2") on unvalidated
     arguments (operands, projectors, n_frames), its results always as a tuple.
 
@@ -91,8 +94,8 @@ def of_op(op: str, *args: Tensor) -> tuple[Tensor, ...]:
     *operands, to_grid_, from_grid_, n_frames = args
     compute = to_grid_.dtype
     dtypes = result_dtypes(op, [x.dtype for x in operands], compute)
-    result = {"fwd": fwd, "bwd": bwd, "bwd2": bwd2}[op](
-        *(x.to(compute) for x in operands), to_grid_, from_grid_, n_frames)
+    functions: dict[str, Callable[..., Any]] = {"fwd": fwd, "bwd": bwd, "bwd2": bwd2}
+    result = functions[op](*(x.to(compute) for x in operands), to_grid_, from_grid_, n_frames)
     result = result if isinstance(result, tuple) else (result,)
     return tuple(x.to(dtype) for x, dtype in zip(result, dtypes, strict=True))
 

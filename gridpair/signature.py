@@ -5,6 +5,7 @@ decision is cached under. Works alike on real, fake and functional tensors.
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -117,7 +118,7 @@ def _layout(tensor: Tensor) -> tuple[bool, bool]:
     return bool(statically_known_true(offset % 16 == 0)), needs_wide_offsets(tensor)
 
 
-def scalar_class(value: object) -> str:
+def scalar_class(value: Any) -> str:
     """The class of an integer launch argument as Triton's JIT specializes a real one and
     Inductor a symbolic one: ``"1"``, or ``"i32"`` / ``"i64"`` by size with ``":16"`` for a
     multiple of 16. A symbolic value is 1 or a multiple of 16 only where that is statically
