@@ -21,6 +21,8 @@
 #   eager       the eager step's host time, split and side by side with unprepared launches
 #   isolation   the cold overhead per test and mode (benchmarks/results/isolation-h200.json)
 #   sweep       the P147 tile sweep (tuned tiles for gridpair/tuned.py)
+#   triton-suite  400 items of Triton's language tests (carried in TRITON_SUITE_DIR), -n 8,
+#               in-process then cold: wall times, their ratio, outcomes compared
 #   plain       what a session with no cold test pays for the plugin, NVML's CUDA check against
 #               the driver's included (docs/evidence/plain_session_cost.py)
 #   suite       the README's test command, `pytest -n 8`, with what the machine lacks installed
@@ -32,7 +34,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-(($#)) || { sed -n '2,29p' "$0"; exit 2; }
+(($#)) || { sed -n '2,31p' "$0"; exit 2; }
 
 CAP=101376
 T=tests/regressions/test_cold_force_loss.py::test_compiled_force_loss_step_cold
@@ -147,6 +149,20 @@ PY
     sweep)
         run sweep 500 python3 benchmarks/sweep_tiles.py --out "$OUT/sweep.json" \
             --plan "P147:bf16,fp32" --tuned-out "$OUT/tuned-tiles.json" ;;
+    triton-suite)
+        # A real third-party GPU suite: 400 items of Triton's language test module, whose
+        # collection asks the device (Triton's driver); in-process, then every test cold, -n 8
+        # both times. The module is not ours and never committed: carried in TRITON_SUITE_DIR
+        # (test_core.py, its conftest and select400.sh; docs/evidence/README.md says where from).
+        local dir=${TRITON_SUITE_DIR:-.tp/triton_core}
+        run triton-collect 150 bash -c "cd $dir && ${PYTEST[*]} --collect-only -q test_core.py \
+            | grep '^test_core.py::' > collected.txt; ./select400.sh collected.txt ids400.txt"
+        run triton-in-process 240 bash -c "cd $dir && TRITON_CACHE_DIR=\$(mktemp -d) \
+            ${PYTEST[*]} -n 8 @ids400.txt"
+        run triton-cold 300 bash -c "cd $dir && ${PYTEST[*]} -n 8 --cold-compile \
+            --cold-compile-report=$OUT/triton-cold.json @ids400.txt"
+        python3 docs/evidence/compare_runs.py "$OUT/triton-in-process.log" "$OUT/triton-cold.log" \
+            >> "$OUT/summary.txt" ;;
     plain)
         run plain-session 300 python3 docs/evidence/plain_session_cost.py --repeats 3
         grep -hE 'trivial tests|wall .* cpu' "$OUT/plain-session.log" >> "$OUT/summary.txt" ;;
@@ -166,7 +182,7 @@ PY
 
 for name in "$@"; do  # refuse a misspelt step before spending any device time
     case "$name" in
-    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|plain|suite) ;;
+    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|plain|suite|triton-suite) ;;
     *) step "$name"; exit 2 ;;
     esac
 done
