@@ -29,7 +29,7 @@ def read(path: str) -> tuple[dict[str, str], int, str, float | None, list[str]]:
                 skipped += int(m.group(1))
             elif m := _FINAL.match(line):
                 final, seconds = m.group(1), float(m.group(2))
-            elif line.startswith("cold-compile: ") and len(mode_lines) < 3:
+            elif (line.startswith("cold-compile: ") or " run as " in line) and len(mode_lines) < 4:
                 mode_lines.append(line.rstrip())
     return outcomes, skipped, final, seconds, mode_lines
 
