@@ -169,8 +169,8 @@ def _shared_vec_isa_verdicts(caches: str) -> None:
     verdicts = os.path.join(_header_dir(caches), VEC_ISA_DIR)
 
     def patch(module: ModuleType) -> None:
-        isa_class = getattr(module, "VecISA", None)
-        check_build = getattr(isa_class, "check_build", None)
+        isa_class: Any = getattr(module, "VecISA", None)
+        check_build: Any = getattr(isa_class, "check_build", None)
         fingerprint = getattr(module, "_get_isa_dry_compile_fingerprint", None)
         if check_build is None or fingerprint is None or getattr(
             check_build, "_coldcompile_shared", False
@@ -192,9 +192,9 @@ def _shared_vec_isa_verdicts(caches: str) -> None:
             try:  # atomically: children of xdist workers may check at once
                 os.makedirs(verdicts, exist_ok=True)
                 with tempfile.NamedTemporaryFile("w", dir=verdicts, delete=False,
-                                                 suffix=".tmp") as f:
-                    json.dump({"isa": str(isa), "builds": builds}, f)
-                os.replace(f.name, path)
+                                                 suffix=".tmp") as written:
+                    json.dump({"isa": str(isa), "builds": builds}, written)
+                os.replace(written.name, path)
             except OSError:
                 pass  # unshared, still correct
             return builds
@@ -254,9 +254,9 @@ def reset_compiler_state() -> None:
     if dynamo is not None and (counters is None or counters["frames"]["total"]):
         dynamo.reset()
     async_compile = sys.modules.get("torch._inductor.async_compile")
-    pool_owner = getattr(async_compile, "AsyncCompile", None)
+    pool_owner: Any = getattr(async_compile, "AsyncCompile", None)
     for name in ("pool", "process_pool"):
-        cached = getattr(pool_owner, name, None)
+        cached: Any = getattr(pool_owner, name, None)
         # A pool inherited through fork has its threads in another process; forget it.
         if hasattr(cached, "cache_clear"):
             cached.cache_clear()

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_coldcompile import selectors
+from pytest_coldcompile import interop, selectors
 from pytest_coldcompile.child import pristine, shared_imports
 from pytest_coldcompile.child.stats import CompileStats
 from pytest_coldcompile.devices import cuda, named
@@ -252,11 +252,7 @@ class JunitRecorder:
 
 def _record_junitxml(config: pytest.Config, orders: dict[str, Any], test_dir: str) -> None:
     """Put a JunitRecorder where record_xml_attribute/record_testsuite_property look."""
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:
-        return
-    xml = config.stash.get(xml_key, None)
+    xml = interop.junit_xml(config)
     if xml is not None:  # forked: the parent's LogXML, copied
         family = str(getattr(xml, "family", "xunit1"))
     elif orders.get("mode") == "fork":  # forked from a parent that writes no XML
@@ -267,7 +263,7 @@ def _record_junitxml(config: pytest.Config, orders: dict[str, Any], test_dir: st
         family = str(orders["junit_family"])
     else:  # a parent that does not say: record anyway, the parent drops what it cannot use
         family = str(config.getini("junit_family"))
-    config.stash[xml_key] = JunitRecorder(test_dir, family)  # type: ignore[assignment]
+    interop.set_junit_xml(config, JunitRecorder(test_dir, family))
 
 
 def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:

@@ -142,7 +142,7 @@ class CompileStats:
         return self._frames
 
 
-class _TallyingCounter(collections.Counter):  # type: ignore[type-arg]
+class _TallyingCounter(collections.Counter):
     """A Counter that reports each increase of ``unique_graphs`` to ``on_graphs``.
 
     The listener is the class's, not the instance's: a copy or an unpickled one (plain
