@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile import item_options, selectors
-from pytest_coldcompile.child import runner
+from pytest_coldcompile.child import context
 from pytest_coldcompile.protocol import KINDS, LaunchEvent
 
 
@@ -35,7 +35,7 @@ class ColdState:
 def cold_state(request: pytest.FixtureRequest) -> ColdState:
     """Facts about how this test runs: ``.cold``, ``.mode``, ``.cache_dir``, ``.smem_limit``,
     ``.smem_device``, ``.emulated_device``."""
-    ctx = runner.active(request.config)
+    ctx = context.active(request.config)
     if ctx is not None:
         return ColdState(True, ctx.mode, ctx.cache_dir, ctx.smem_limit, ctx.smem_device,
                          ctx.emulated_device)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile import hookspecs, interop, item_options, options, report
-from pytest_coldcompile.child import runner
+from pytest_coldcompile.child import context, recollected
 from pytest_coldcompile.devices import device_queries, markers, smem_cap
 from pytest_coldcompile.fixtures import cold_state, compile_counter, launch_events
 from pytest_coldcompile.gates import baseline, budget, cuda_init, debug, find_masker, warm_check
@@ -88,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options.SETTINGS_KEY] = s
     config.stash[gate_settings.GATES_KEY] = gate_settings.load(config)
     if s.child_orders:
-        spawned = runner.SpawnedChild(config, s.child_orders)
+        spawned = recollected.RecollectingChild(config, s.child_orders)
         config.pluginmanager.register(spawned, "coldcompile-child")
         config.stash[WORKERINPUT_KEY] = spawned.orders.get("workerinput") or {}
     for feature in FEATURES:
@@ -147,7 +147,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     engine = item.config.stash.get(ENGINE_KEY, None)
-    if runner.active(item.config) is not None:
+    if context.active(item.config) is not None:
         return _child_protocol(item, nextitem)
     if engine is None or not item_options.is_cold(item):
         return None
@@ -185,7 +185,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def _child_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     """A spawned or zygote child's protocol: one attempt, so that a protocol plugin such as
     pytest-rerunfailures reruns in the parent, each attempt in a fresh child, as in fork mode.
-    (A forked child never gets here: runner.run_forked registers its own protocol first.)"""
+    (A forked child never gets here: forked.run_forked registers its own protocol first.)"""
     from _pytest.runner import runtestprotocol
 
     if item.config.pluginmanager.get_plugin("terminalreporter") is None:
@@ -229,7 +229,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.stash[DEVICE_SKIP_KEY] = True
         markers.skip_unless_device(needs_cuda, needs_smem, limit, source)
         del item.stash[DEVICE_SKIP_KEY]
-    if limit is not None and runner.active(item.config) is None and not item.stash.get(
+    if limit is not None and context.active(item.config) is None and not item.stash.get(
         item_options.PROOF_ITEM_KEY, False  # a proof's cold children are capped, not this process
     ):
         # In-process: capped from setup to teardown. Kernels this process loaded before are

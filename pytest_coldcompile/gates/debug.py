@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_coldcompile.child import runner
+from pytest_coldcompile.child import context
 
 # Judged at import, which is before pytest's capture replaces fds 0 and 1 (and before a zygote
 # forks, so its children inherit the verdict of the terminal pytest was started in).
@@ -84,7 +84,7 @@ class DebugHandoff:
     def pytest_exception_interact(
         self, node: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestReport
     ) -> None:
-        ctx = runner.active(node.config)
+        ctx = context.active(node.config)
         excinfo = call.excinfo
         if ctx is None or excinfo is None or not (ctx.orders.get("debug_handoff") or {}).get("pdb"):
             return
@@ -108,7 +108,7 @@ class DebugHandoff:
     @pytest.hookimpl(wrapper=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Any:
         """--trace: the test function runs under the debugger, on the terminal, in its child."""
-        ctx = runner.active(pyfuncitem.config)
+        ctx = context.active(pyfuncitem.config)
         if ctx is not None and (ctx.orders.get("debug_handoff") or {}).get("trace"):
             original = pyfuncitem.obj
 

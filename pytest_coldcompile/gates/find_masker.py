@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_coldcompile import item_options, options, records, selectors
-from pytest_coldcompile.child import runner
+from pytest_coldcompile.child import context
 from pytest_coldcompile.gates import settings
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class Observer:
         if not orders.get(ORDERS_KEY):
             return
         self.orders = orders
-        # The runner has reset and subscribed the selectors loaded so far; the others are
+        # The child's set-up has reset and subscribed the selectors loaded so far; the others are
         # subscribed as they load.
         selectors.subscribe(selectors.loaded(), self._event)
         selectors.on_load(self._adopt)
@@ -108,7 +108,7 @@ class Observer:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-        ctx = runner.active(self.config)
+        ctx = context.active(self.config)
         if self.orders is None or ctx is None or item.nodeid != self.orders.get("nodeid"):
             return (yield)
         triton_dir = os.environ.get("TRITON_CACHE_DIR")

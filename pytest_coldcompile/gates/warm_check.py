@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_coldcompile import options, records
-from pytest_coldcompile.child import runner
+from pytest_coldcompile.child import context
 from pytest_coldcompile.gates import settings
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class CacheCounterRecorder:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Any:
         report = yield
-        ctx = runner.active(self.config)
+        ctx = context.active(self.config)
         if call.when == "teardown" and ctx is not None:
             records.write_record(ctx.test_dir, {"type": RECORD, **read_counters()})
         return report

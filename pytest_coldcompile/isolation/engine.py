@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile import interop, item_options, options, record, selectors
-from pytest_coldcompile.child import runner, shared_imports
+from pytest_coldcompile.child import forked, shared_imports
+from pytest_coldcompile.child.fingerprint import item_fingerprint
 from pytest_coldcompile.devices import cuda, device_queries
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
 from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
@@ -177,21 +178,18 @@ class ColdEngine:
     def _preload(self) -> None:
         # In the server: selectors whose module is imported already are loaded once, so
         # children inherit them; a failure is reproduced (and reported) by each child.
-        from pytest_coldcompile.child import runner
 
-        runner.arm_fork_server(self.config)
+        forked.set_up_fork_server(self.config)
         selectors.load_entry_points(only_imported=True)
 
     def _child_main(self, request: dict[str, Any]) -> None:
-        from pytest_coldcompile.child import runner
 
-        runner.run_forked(self.items[request["index"]], request["orders"],
+        forked.run_forked(self.items[request["index"]], request["orders"],
                           [self.items[i] for i in request.get("before", ())])
 
     def _child_ready(self, request: dict[str, Any]) -> None:
-        from pytest_coldcompile.child import runner
 
-        runner.ready_forked(self.items[request["index"]], request["orders"])
+        forked.ready_forked(self.items[request["index"]], request["orders"])
 
     def close(self) -> None:
         self._break_promise()
@@ -228,7 +226,7 @@ class ColdEngine:
         xml = interop.junit_xml(self.config)
         return {
             # A re-collecting child refuses another item under the same node id.
-            "fingerprint": runner.item_fingerprint(item),
+            "fingerprint": item_fingerprint(item),
             # Whether the parent writes JUnit XML, and in which family: the child records
             # record_xml_attribute / record_testsuite_property calls only then.
             "junit_family": getattr(xml, "family", None),
@@ -431,11 +429,11 @@ class ColdEngine:
 
         before: tests to run first in the same child, in order, with the same private caches
         (whatever they warm, item meets warm). Only item's reports and records land in
-        ``orders["dir"]``; theirs go to its ``runner.EARLIER`` directory.
+        ``orders["dir"]``; theirs go to its ``sinks.EARLIER`` directory.
         """
         if before:
             orders["before"] = [it.nodeid for it in before]
-            orders["before_fingerprints"] = [runner.item_fingerprint(it) for it in before]
+            orders["before_fingerprints"] = [item_fingerprint(it) for it in before]
         if self.mode == "fork" and self._server_alive():
             assert self.server is not None
             request: dict[str, Any] = {"index": self.index[id(item)], "orders": orders}

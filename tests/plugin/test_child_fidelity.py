@@ -68,7 +68,7 @@ def test_record_testsuite_property_checks_its_name_in_a_cold_child(cold: pytest.
 # The engine puts the item's fingerprint in the orders; a parent that does not yet gets it
 # added here, so this test is about the child's side.
 FINGERPRINT_SHIM = """
-from pytest_coldcompile.child import runner as child
+from pytest_coldcompile.child import fingerprint as child
 from pytest_coldcompile.isolation import engine
 
 _child_orders = engine.ColdEngine.child_orders
@@ -135,7 +135,7 @@ def test_a_spawned_child_never_runs_another_parametrization(pytester: pytest.Pyt
 
 
 def test_fingerprints_agree_across_processes_for_sets_and_addresses() -> None:
-    from pytest_coldcompile.child.runner import _stable_repr
+    from pytest_coldcompile.child.fingerprint import _stable_repr
 
     class Plain:
         pass

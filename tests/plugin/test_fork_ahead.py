@@ -13,7 +13,7 @@ pytestmark = needs_fork
 
 RECORD_READIED = """
 import os
-import pytest_coldcompile.child.runner as child
+import pytest_coldcompile.child.forked as child
 
 real_ready = child.ready_forked
 
@@ -184,7 +184,7 @@ def test_a_child_readied_after_a_compile_imports_the_compile_stack_first(
 
 BROKEN_WARM_UP = """
 import os
-import pytest_coldcompile.child.runner as child
+import pytest_coldcompile.child.forked as child
 from pytest_coldcompile.child import pristine
 
 def warm_compile_stack():

@@ -80,7 +80,8 @@ def test_warm_in_process_state_does_not_reach_a_cold_test(pytester: pytest.Pytes
 
 
 # The zygote's child alone: a spawned child re-collects and is made cold by the same code
-# (runner.SpawnedChild), from a fresh interpreter that holds nothing of the parent's, where the
+# (recollected.RecollectingChild), from a fresh interpreter that holds nothing of the
+# parent's, where the
 # zygote's was forked from a server that preloaded torch; what spawning itself does is
 # test_spawn_mode_runs_the_test_in_a_fresh_interpreter's (and private caches' in each mode).
 @pytest.mark.parametrize("mode", ["zygote"])
