@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_coldcompile.child_spec import ChildSpec
+
 if TYPE_CHECKING:
     from pytest_coldcompile.isolation.engine import ColdEngine, ColdRun
 
@@ -41,16 +43,16 @@ def pytest_coldcompile_explain_mode(config: pytest.Config, mode: str, reason: st
 
 
 @hookspec
-def pytest_coldcompile_child_orders(item: pytest.Item, orders: dict[str, Any]) -> None:
-    """The orders of a cold child for ``item`` are being made: add an entry that a child-side
+def pytest_coldcompile_child_spec(item: pytest.Item, spec: ChildSpec) -> None:
+    """The spec of a cold child for ``item`` are being made: add an entry that a child-side
     implementation reads (JSON-serializable, under a key of the implementer's own). Called in
     the pytest process, once per child, also for a child forked ahead of its test."""
 
 
 @hookspec
-def pytest_coldcompile_child_configure(config: pytest.Config, orders: dict[str, Any]) -> None:
+def pytest_coldcompile_child_configure(config: pytest.Config, spec: ChildSpec) -> None:
     """In a cold child, before its test's setup: the child's caches, resets and selectors are
-    in place and ``orders`` are what the pytest process made. Register child-side plugins
+    in place and ``spec`` are what the pytest process made. Register child-side plugins
     here. A forked child has the pytest process's plugins; a re-collecting one (zygote,
     spawn) registered them at its own configure."""
 

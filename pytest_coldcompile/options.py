@@ -75,7 +75,7 @@ PROVE_HELP = (
     "another reason), missed (passed), broken (the bug's own set-up failed); all but caught "
     "fail the session."
 )
-CHILD_HELP = argparse.SUPPRESS  # internal: a spawned cold child reads its orders from this file
+CHILD_HELP = argparse.SUPPRESS  # internal: a spawned cold child reads its spec from this file
 
 MARKERS = {
     "cold_compile": (
@@ -121,7 +121,7 @@ class Settings:
     smem_limit: int | None
     smem_source: str
     report_path: Path | None
-    child_orders: str | None  # set only in a spawned cold child
+    child_spec: str | None  # set only in a spawned cold child
     warm_ahead: bool = True
     prove: bool = False  # --cold-compile-prove / ini cold_compile_prove
     smem_device: str | None = None  # the device --smem-limit/ini smem_limit named, if any
@@ -140,7 +140,7 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--smem-limit", metavar="BYTES|DEVICE", default=None, help=SMEM_HELP)
     group.addoption("--emulate-device", metavar="DEVICE", default=None, help=EMULATE_HELP)
     group.addoption("--cold-compile-report", metavar="PATH", default=None, help=REPORT_HELP)
-    group.addoption("--cold-compile-child", metavar="ORDERS", default=None, help=CHILD_HELP)
+    group.addoption("--cold-compile-child", metavar="SPEC", default=None, help=CHILD_HELP)
     group.addoption("--cold-compile-prove", action="store_true", default=None, help=PROVE_HELP)
     parser.addini("cold_compile", COLD_HELP, type="bool", default=False)
     parser.addini("cold_compile_mode", MODE_HELP, default="auto")
@@ -310,7 +310,7 @@ def load(config: pytest.Config) -> Settings:
         smem_limit=smem_limit,
         smem_source=smem_source,
         report_path=report,
-        child_orders=opt.cold_compile_child,
+        child_spec=opt.cold_compile_child,
         warm_ahead=warm_ahead,
         prove=bool(opt.cold_compile_prove) or ini_bool(config, "cold_compile_prove"),
         smem_device=smem_device,

@@ -87,10 +87,10 @@ def pytest_configure(config: pytest.Config) -> None:
     s = options.load(config)
     config.stash[options.SETTINGS_KEY] = s
     config.stash[gate_settings.GATES_KEY] = gate_settings.load(config)
-    if s.child_orders:
-        spawned = recollected.RecollectingChild(config, s.child_orders)
+    if s.child_spec:
+        spawned = recollected.RecollectingChild(config, s.child_spec)
         config.pluginmanager.register(spawned, "coldcompile-child")
-        config.stash[WORKERINPUT_KEY] = spawned.orders.get("workerinput") or {}
+        config.stash[WORKERINPUT_KEY] = spawned.spec.get("workerinput") or {}
     for feature in FEATURES:
         feature.register(config)
 
@@ -125,7 +125,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
     config = session.config
     s = options.settings(config)
     engine = None
-    if not s.child_orders and not config.option.collectonly:
+    if not s.child_spec and not config.option.collectonly:
         extra = [it for found in config.hook.pytest_coldcompile_engine_items(session=session)
                  for it in found or ()]
         if extra or any(item_options.is_cold(item) for item in session.items):

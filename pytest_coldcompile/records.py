@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 # Files in a cold test's private directory; the parent reads them back.
-ORDERS = "orders.json"
+SPEC_FILE = "child-spec.json"
 RECORDS = "records.jsonl"
 RAW_OUT, RAW_ERR = "raw-stdout", "raw-stderr"
 CAPTURED_OUT, CAPTURED_ERR = "captured-stdout", "captured-stderr"

@@ -106,7 +106,7 @@ class ColdReporter:
 def register(config: pytest.Config) -> None:
     """In the pytest process and the xdist controller, not in cold children."""
     s = options.settings(config)
-    if not s.child_orders:
+    if not s.child_spec:
         config.pluginmanager.register(ColdReporter(config, s.report_path), "coldcompile-report")
 
 

@@ -15,6 +15,7 @@ from pytest_coldcompile import selectors
 from pytest_coldcompile.child import pristine
 from pytest_coldcompile.child.junit import record_junitxml
 from pytest_coldcompile.child.stats import CompileStats
+from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.devices import cuda, named
 from pytest_coldcompile.devices.emulate import Emulation
 from pytest_coldcompile.devices.smem_cap import SmemCap
@@ -27,7 +28,7 @@ from pytest_coldcompile.records import (
 class ChildContext:
     """What a cold child knows about itself; cold_state and the summary read it."""
 
-    orders: dict[str, Any]
+    spec: ChildSpec
     test_dir: str
     cap: SmemCap | None = None
     emulation: Emulation | None = None
@@ -38,7 +39,7 @@ class ChildContext:
 
     @property
     def mode(self) -> str:
-        return str(self.orders.get("mode", ""))
+        return str(self.spec.get("mode", ""))
 
     @property
     def cache_dir(self) -> str:
@@ -48,7 +49,7 @@ class ChildContext:
     def smem_limit(self) -> int | None:
         if self.emulation is not None:
             return self.emulation.limit
-        return self.orders.get("smem_limit")
+        return self.spec.get("smem_limit")
 
     @property
     def smem_device(self) -> str | None:
@@ -56,11 +57,11 @@ class ChildContext:
         emulated = self.emulated_device
         if emulated is not None and self.smem_limit == named.DEVICES[emulated].shared_per_block:
             return emulated
-        return self.orders.get("smem_device")
+        return self.spec.get("smem_device")
 
     @property
     def emulated_device(self) -> str | None:
-        return self.orders.get("emulate_device")
+        return self.spec.get("emulate_device")
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -118,29 +119,30 @@ def _disable_debugger(config: pytest.Config) -> None:
         if getattr(config.option, option, False):
             setattr(config.option, option, False)
 
-def prepare(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
+def prepare(config: pytest.Config, spec: ChildSpec) -> ChildContext:
     """Make this process a cold child: private caches, resets, cap, selectors, statistics."""
     _disable_debugger(config)
-    record_junitxml(config, orders, orders["dir"])
-    test_dir = orders["dir"]
-    ctx = ChildContext(orders=orders, test_dir=test_dir)
+    record_junitxml(config, spec, spec["dir"])
+    test_dir = spec["dir"]
+    ctx = ChildContext(spec=spec, test_dir=test_dir)
     for name in pristine.UNSET_ENV:
         os.environ.pop(name, None)
-    os.environ.update(pristine.child_environ(test_dir, orders, {}))
-    if orders.get("mode") == "fork" and orders.get("gpu_position") is not None:
-        cuda.narrow_to(int(orders["gpu_position"]))
+    os.environ.update(pristine.child_environ(test_dir, spec, {}))
+    position = spec.get("gpu_position")
+    if spec.get("mode") == "fork" and position is not None:
+        cuda.narrow_to(int(position))
     os.makedirs(ctx.cache_dir, exist_ok=True)  # cold_state.cache_dir exists, empty
     pristine.make_private(ctx.cache_dir)
     pristine.reset_compiler_state()
     ctx.stats.install()
-    if orders.get("emulate_device"):
-        ctx.emulation = Emulation(named.DEVICES[orders["emulate_device"]],
-                                  orders.get("smem_limit"),
+    emulated, limit = spec.get("emulate_device"), spec.get("smem_limit")
+    if emulated:
+        ctx.emulation = Emulation(named.DEVICES[emulated], limit,
                                   os.path.join(ctx.cache_dir, "emulation-tmp")).install()
         ctx.cap = ctx.emulation.cap
-    elif orders.get("smem_limit"):
-        ctx.cap = SmemCap(int(orders["smem_limit"])).install()
+    elif limit:
+        ctx.cap = SmemCap(int(limit)).install()
     _adopt_selectors(ctx.tally, ctx.stats)
     config.stash[CONTEXT_KEY] = ctx
-    config.hook.pytest_coldcompile_child_configure(config=config, orders=orders)
+    config.hook.pytest_coldcompile_child_configure(config=config, spec=spec)
     return ctx

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import pytest
 
@@ -16,6 +16,7 @@ from pytest_coldcompile.child import pristine, shared_imports
 from pytest_coldcompile.child.capture import redirect_fds, retarget_capture
 from pytest_coldcompile.child.context import ChildContext, prepare
 from pytest_coldcompile.child.sinks import ReportSink, WarningSink
+from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.processes import exit_now
 from pytest_coldcompile.records import (
     write_record,
@@ -78,33 +79,33 @@ def set_up_fork_server(config: pytest.Config) -> None:
     global _server_set_up
     _server_set_up = ForkServerSetUp(config)
 
-def _set_up_forked(config: pytest.Config, orders: dict[str, Any]) -> ChildContext:
-    test_dir = orders["dir"]
+def _set_up_forked(config: pytest.Config, spec: ChildSpec) -> ChildContext:
+    test_dir = spec["dir"]
     set_up = _server_set_up or ForkServerSetUp(config)
-    set_up.direct_to(test_dir, orders.get("nodeid") if orders.get("before") else None)
+    set_up.direct_to(test_dir, spec.get("nodeid") if spec.get("before") else None)
     redirect_fds(test_dir)
     retarget_capture(config, test_dir, keep=False)
-    return prepare(config, orders)
+    return prepare(config, spec)
 
-# (orders, the context made for them or the traceback of why that failed)
-_ready: tuple[dict[str, Any], ChildContext | str] | None = None
+# (spec, the context made for them or the traceback of why that failed)
+_ready: tuple[ChildSpec, ChildContext | str] | None = None
 
-def ready_forked(item: pytest.Item, orders: dict[str, Any]) -> None:
-    """In a child forked ahead of its request: set up for the announced orders now, and
+def ready_forked(item: pytest.Item, spec: ChildSpec) -> None:
+    """In a child forked ahead of its request: set up for the announced spec now, and
     import torch's compile stack where they say so, while another child runs its test;
     run_forked then only runs the protocol."""
     global _ready
     try:
-        ctx = _set_up_forked(item.config, orders)
+        ctx = _set_up_forked(item.config, spec)
     except BaseException:
-        _ready = (orders, traceback.format_exc())
+        _ready = (spec, traceback.format_exc())
         return
-    _ready = (orders, ctx)  # ready now, whatever the warm-up below meets
-    if orders.get("warm_compile_stack"):
+    _ready = (spec, ctx)  # ready now, whatever the warm-up below meets
+    if spec.get("warm_compile_stack"):
         ctx.warmed_ahead = pristine.warm_compile_stack()
 
 def run_forked(
-    item: pytest.Item, orders: dict[str, Any], before: Sequence[pytest.Item] = ()
+    item: pytest.Item, spec: ChildSpec, before: Sequence[pytest.Item] = ()
 ) -> NoReturn:
     """Body of a forked cold child: run item's whole protocol here, then leave with os._exit.
 
@@ -112,18 +113,18 @@ def run_forked(
     caches (what they leave warm is what item meets); their reports and warnings go to
     EARLIER, item's to the child's directory as always.
     """
-    test_dir = orders["dir"]
+    test_dir = spec["dir"]
     code = 0
     try:
         config = item.config
-        if _ready is not None and _ready[0] == orders:
+        if _ready is not None and _ready[0] == spec:
             ctx = _ready[1]
             if isinstance(ctx, str):  # the set-up ahead of the request failed: say how
                 code = 1
                 write_record(test_dir, {"type": "error", "traceback": ctx})
                 exit_now(code)
         else:
-            ctx = _set_up_forked(config, orders)
+            ctx = _set_up_forked(config, spec)
         imported = shared_imports.modules_now()
         try:
             # Through the hook, so the wrappers pytest puts around a test (assertion

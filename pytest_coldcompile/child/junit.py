@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile import interop
+from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.records import (
     write_record,
 )
@@ -57,17 +58,17 @@ class JunitRecorder:
             {"type": "junitxml", "what": "suite_property", "name": name, "value": str(value)},
         )
 
-def record_junitxml(config: pytest.Config, orders: dict[str, Any], test_dir: str) -> None:
+def record_junitxml(config: pytest.Config, spec: ChildSpec, test_dir: str) -> None:
     """Put a JunitRecorder where record_xml_attribute/record_testsuite_property look."""
     xml = interop.junit_xml(config)
     if xml is not None:  # forked: the parent's LogXML, copied
         family = str(getattr(xml, "family", "xunit1"))
-    elif orders.get("mode") == "fork":  # forked from a parent that writes no XML
+    elif spec.get("mode") == "fork":  # forked from a parent that writes no XML
         return
-    elif "junit_family" in orders:  # re-collected: the parent said whether it writes XML
-        if orders["junit_family"] is None:
+    elif "junit_family" in spec:  # re-collected: the parent said whether it writes XML
+        if spec["junit_family"] is None:
             return
-        family = str(orders["junit_family"])
+        family = str(spec["junit_family"])
     else:  # a parent that does not say: record anyway, the parent drops what it cannot use
         family = str(config.getini("junit_family"))
     interop.set_junit_xml(config, JunitRecorder(test_dir, family))

@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_coldcompile import import_hooks
+from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.records import CACHES
 
 # Already-imported config modules read their environment at import; set them directly.
@@ -94,11 +95,12 @@ def shared_header_dir(test_dir: str | os.PathLike[str]) -> str:
     return str(Path(test_dir).resolve().parent / "precompiled_headers")
 
 
-def child_environ(test_dir: str, orders: dict[str, Any], base: dict[str, str]) -> dict[str, str]:
+def child_environ(test_dir: str, spec: ChildSpec, base: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in UNSET_ENV}
     env.update(cache_env(test_dir))
-    if orders.get("cuda_visible_devices") is not None:
-        env["CUDA_VISIBLE_DEVICES"] = orders["cuda_visible_devices"]
+    visible = spec.get("cuda_visible_devices")
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
     return env
 
 

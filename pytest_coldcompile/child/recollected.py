@@ -23,16 +23,16 @@ from pytest_coldcompile.records import (
 
 
 class RecollectingChild:
-    """Plugin of a spawned cold child (``--cold-compile-child=ORDERS``): one test, recorded."""
+    """Plugin of a spawned cold child (``--cold-compile-child=SPEC``): one test, recorded."""
 
-    def __init__(self, config: pytest.Config, orders_path: str) -> None:
+    def __init__(self, config: pytest.Config, spec_path: str) -> None:
         self.config = config
-        self.orders = json.loads(Path(orders_path).read_text())
+        self.spec = json.loads(Path(spec_path).read_text())
         # A spawned child's parent is the pytest process, which may have died before this
         # line; a zygote's child was armed by its fork server already.
-        spawned = self.orders.get("mode") == "spawn"
-        die_with_parent(self.orders.get("parent_pid") if spawned else None)
-        self.test_dir = self.orders["dir"]
+        spawned = self.spec.get("mode") == "spawn"
+        die_with_parent(self.spec.get("parent_pid") if spawned else None)
+        self.test_dir = self.spec["dir"]
         self.ctx: ChildContext | None = None
         self.collect_errors: list[str] = []
         self.refused: str | None = None
@@ -45,9 +45,9 @@ class RecollectingChild:
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        keep = [it for it in items if it.nodeid == self.orders["nodeid"]]
-        drop = [it for it in items if it.nodeid != self.orders["nodeid"]]
-        want = self.orders.get("fingerprint")
+        keep = [it for it in items if it.nodeid == self.spec["nodeid"]]
+        drop = [it for it in items if it.nodeid != self.spec["nodeid"]]
+        want = self.spec.get("fingerprint")
         refused = None
         if len(keep) > 1:
             refused = f"{len(keep)} items have this node id here"
@@ -62,7 +62,7 @@ class RecollectingChild:
         if refused is not None:
             # Never run another parametrization than the one the parent asked for.
             self._refuse(
-                f"collected a different item under node id {self.orders['nodeid']!r}: "
+                f"collected a different item under node id {self.spec['nodeid']!r}: "
                 f"{refused}; its collection differs from the parent's (parameters built "
                 "from unordered or process-dependent values?)"
             )
@@ -73,14 +73,14 @@ class RecollectingChild:
         items[:] = keep
 
     def _earlier(self, found: list[pytest.Item]) -> tuple[list[pytest.Item], list[str]]:
-        """The orders' earlier tests (``before``) among found, in the orders' order, each the
+        """The spec' earlier tests (``before``) among found, in the spec' order, each the
         parent's item by its fingerprint; and the node ids of those that are not."""
         by_id: dict[str, list[pytest.Item]] = {}
         for it in found:
             by_id.setdefault(it.nodeid, []).append(it)
-        prints = self.orders.get("before_fingerprints") or []
+        prints = self.spec.get("before_fingerprints") or []
         earlier, missing = [], []
-        for i, nodeid in enumerate(self.orders.get("before") or []):
+        for i, nodeid in enumerate(self.spec.get("before") or []):
             same = by_id.get(nodeid, [])
             want = prints[i] if i < len(prints) else None
             if len(same) != 1 or (isinstance(want, dict)
@@ -92,7 +92,7 @@ class RecollectingChild:
 
     def _refuse(self, why: str) -> None:
         self.refused = (
-            f"the re-collecting cold child ({self.orders.get('mode', 'spawn')}) {why}; "
+            f"the re-collecting cold child ({self.spec.get('mode', 'spawn')}) {why}; "
             "the test was not run"
         )
         write_record(self.test_dir, {"type": "refused", "message": self.refused})
@@ -104,7 +104,7 @@ class RecollectingChild:
         except pytest.UsageError as exc:  # pytest's "not found: <node id>"
             found = " ".join(str(a) for a in exc.args)
             self._refuse(
-                f"collected no test with node id {self.orders['nodeid']!r} ({found.strip()})"
+                f"collected no test with node id {self.spec['nodeid']!r} ({found.strip()})"
             )
             raise
 
@@ -116,19 +116,19 @@ class RecollectingChild:
         if not session.items:
             errors = "\n".join(self.collect_errors) or "(no collection error reported)"
             self._refuse(
-                f"collected no test with node id {self.orders['nodeid']!r}; "
+                f"collected no test with node id {self.spec['nodeid']!r}; "
                 f"collection errors:\n{errors}"
             )
             return True
-        if self.orders.get("before"):
+        if self.spec.get("before"):
             # The earlier tests first, in the parent's order, whatever reordered them since.
-            rank = {nodeid: i for i, nodeid in enumerate([*self.orders["before"],
-                                                           self.orders["nodeid"]])}
+            rank = {nodeid: i for i, nodeid in enumerate([*self.spec["before"],
+                                                           self.spec["nodeid"]])}
             session.items.sort(key=lambda it: rank.get(it.nodeid, len(rank)))
-        target = self.orders["nodeid"] if self.orders.get("before") else None
+        target = self.spec["nodeid"] if self.spec.get("before") else None
         try:
             retarget_capture(self.config, self.test_dir, keep=True)
-            self.ctx = prepare(self.config, self.orders)
+            self.ctx = prepare(self.config, self.spec)
             self.config.pluginmanager.register(ReportSink(self.config, self.test_dir, target))
             self.config.pluginmanager.register(WarningSink(self.test_dir, target))
         except BaseException:

@@ -116,7 +116,7 @@ def after_child(request: dict[str, Any]) -> Callable[[], bool] | None:
     """A fork server's step after each child (``ForkServer(after_child=...)``): the work of
     importing, here, the installed modules the ended child imported, in that child's
     environment where the request carries one (a zygote's); None where it imported none."""
-    names = read_imported(str(request.get("orders", {}).get("dir", "")))
+    names = read_imported(str(request.get("spec", {}).get("dir", "")))
     if not names:
         return None
     env = request.get("env")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile import options
+from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.gates import settings
 
 PARTS = (("selection", "selection_s"), ("tracing", "tracing_s"), ("inductor", "inductor_s"))
@@ -32,7 +33,7 @@ def exceeded_message(budget: float, summary: dict[str, Any], source: str) -> str
 class BudgetGate:
     """The budget as a gate on the plugin's hooks, in the pytest process that runs the tests."""
 
-    def pytest_coldcompile_child_orders(self, item: pytest.Item, orders: dict[str, Any]) -> None:
+    def pytest_coldcompile_child_spec(self, item: pytest.Item, spec: ChildSpec) -> None:
         settings.budget_for(item)  # a bad budget= of the marker fails the setup, as timeout=
 
     def pytest_coldcompile_gate(self, item: pytest.Item, record: dict[str, Any]) -> str | None:
@@ -52,5 +53,5 @@ class BudgetGate:
 
 def register(config: pytest.Config) -> None:
     """Where cold tests run: the pytest process (and, inherited, its forked children)."""
-    if not options.settings(config).child_orders:
+    if not options.settings(config).child_spec:
         config.pluginmanager.register(BudgetGate(), "coldcompile-budget")

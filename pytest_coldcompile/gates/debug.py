@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_coldcompile.child import context
+from pytest_coldcompile.child_spec import ChildSpec
 
 # Judged at import, which is before pytest's capture replaces fds 0 and 1 (and before a zygote
 # forks, so its children inherit the verdict of the terminal pytest was started in).
@@ -70,9 +71,9 @@ class DebugHandoff:
     def pytest_coldcompile_engine_started(self, engine: Any) -> None:
         self.mode = engine.mode
 
-    def pytest_coldcompile_child_orders(self, item: pytest.Item, orders: dict[str, Any]) -> None:
-        """What the child's orders say of the debugger: {"pdb", "trace"}, None if not handed."""
-        orders["debug_handoff"] = order(self.config)
+    def pytest_coldcompile_child_spec(self, item: pytest.Item, spec: ChildSpec) -> None:
+        """What the child's spec says of the debugger: {"pdb", "trace"}, None if not handed."""
+        spec["debug_handoff"] = order(self.config)
 
     def pytest_coldcompile_record(self, nodeid: str, record: dict[str, Any]) -> None:
         if record.get("outcome") in ("failed", "error") and not self.active():
@@ -86,7 +87,7 @@ class DebugHandoff:
     ) -> None:
         ctx = context.active(node.config)
         excinfo = call.excinfo
-        if ctx is None or excinfo is None or not (ctx.orders.get("debug_handoff") or {}).get("pdb"):
+        if ctx is None or excinfo is None or not (ctx.spec.get("debug_handoff") or {}).get("pdb"):
             return
         if isinstance(excinfo.value, (pytest.skip.Exception, unittest.SkipTest, bdb.BdbQuit)):
             return  # as pytest's own --pdb
@@ -109,7 +110,7 @@ class DebugHandoff:
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Any:
         """--trace: the test function runs under the debugger, on the terminal, in its child."""
         ctx = context.active(pyfuncitem.config)
-        if ctx is not None and (ctx.orders.get("debug_handoff") or {}).get("trace"):
+        if ctx is not None and (ctx.spec.get("debug_handoff") or {}).get("trace"):
             original = pyfuncitem.obj
 
             import pdb
@@ -151,11 +152,11 @@ def debugger_line(config: pytest.Config, failing: int) -> str:
 
 class DebugChildSide:
     """In a re-collecting (zygote or spawned) child, which is not given --pdb: the hand-off
-    where its orders say so. Forked children inherit the pytest process's DebugHandoff."""
+    where its spec says so. Forked children inherit the pytest process's DebugHandoff."""
 
     def pytest_coldcompile_child_configure(self, config: pytest.Config,
-                                           orders: dict[str, Any]) -> None:
-        if orders.get("debug_handoff") and config.pluginmanager.get_plugin(NAME) is None:
+                                           spec: ChildSpec) -> None:
+        if spec.get("debug_handoff") and config.pluginmanager.get_plugin(NAME) is None:
             config.pluginmanager.register(DebugHandoff(config), NAME)
 
 
@@ -174,7 +175,7 @@ def handed_off(config: pytest.Config) -> bool:
 
 
 def order(config: pytest.Config) -> dict[str, bool] | None:
-    """What a cold child's orders say of the debugger: {"pdb", "trace"}, None if not handed."""
+    """What a cold child's spec says of the debugger: {"pdb", "trace"}, None if not handed."""
     if not handed_off(config):
         return None
     return {"pdb": bool(config.getoption("usepdb", False)),

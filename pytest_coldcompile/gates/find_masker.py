@@ -23,13 +23,14 @@ import pytest
 
 from pytest_coldcompile import item_options, options, records, selectors
 from pytest_coldcompile.child import context
+from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.gates import settings
 
 if TYPE_CHECKING:
     from pytest_coldcompile.isolation.engine import ColdEngine, ColdRun
 
-ORDERS_KEY = "find_masker"
-"""The orders' key that tells a cold child's observer to record the test's span."""
+SPEC_KEY = "find_masker"
+"""The spec' key that tells a cold child's observer to record the test's span."""
 RECORD = "find_masker"
 
 SELECTOR_CACHED = "selector admission cached"
@@ -84,16 +85,16 @@ class Observer:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.orders: dict[str, Any] | None = None
+        self.spec: ChildSpec | None = None
         self.recording = False
         self.cached: set[tuple[str, str]] = set()  # (selector, op) admitted "cached"
 
     def pytest_coldcompile_child_configure(
-        self, config: pytest.Config, orders: dict[str, Any]
+        self, config: pytest.Config, spec: ChildSpec
     ) -> None:
-        if not orders.get(ORDERS_KEY):
+        if not spec.get(SPEC_KEY):
             return
-        self.orders = orders
+        self.spec = spec
         # The child's set-up has reset and subscribed the selectors loaded so far; the others are
         # subscribed as they load.
         selectors.subscribe(selectors.loaded(), self._event)
@@ -109,7 +110,7 @@ class Observer:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         ctx = context.active(self.config)
-        if self.orders is None or ctx is None or item.nodeid != self.orders.get("nodeid"):
+        if self.spec is None or ctx is None or item.nodeid != self.spec.get("nodeid"):
             return (yield)
         triton_dir = os.environ.get("TRITON_CACHE_DIR")
         hits, kernels = _hit_counters(), _triton_kernels(triton_dir)
@@ -158,11 +159,11 @@ class Search:
         self.children += 1
         test_dir = self.engine.new_test_dir()
         try:
-            orders = self.engine.child_orders(self.item, test_dir)
-            orders[ORDERS_KEY] = True
+            spec = self.engine.child_spec(self.item, test_dir)
+            spec["find_masker"] = True
             # The test's limit holds for each test the child runs.
             timeout = None if self.timeout is None else self.timeout * (len(before) + 1)
-            self.engine.launch_again(self.item, orders, timeout, before)
+            self.engine.launch_again(self.item, spec, timeout, before)
             lines = records.read_records(test_dir)
         finally:
             shutil.rmtree(test_dir, ignore_errors=True)
@@ -333,5 +334,5 @@ def register(config: pytest.Config) -> None:
     if not settings.settings(config).find_masker:
         return
     config.pluginmanager.register(Observer(config), "coldcompile-masker-observer")
-    if not options.settings(config).child_orders:
+    if not options.settings(config).child_spec:
         config.pluginmanager.register(MaskerFinder(), "coldcompile-find-masker")

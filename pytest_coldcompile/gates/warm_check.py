@@ -171,9 +171,9 @@ def rerun(
     try:
         caches = os.path.join(test_dir, records.CACHES)
         os.rename(snapshot.caches, caches)
-        orders = engine.child_orders(item, test_dir)
-        orders["warm_check"] = True
-        ended = engine.launch_again(item, orders, timeout)
+        spec = engine.child_spec(item, test_dir)
+        spec["warm_check"] = True
+        ended = engine.launch_again(item, spec, timeout)
         lines = records.read_records(test_dir)
         new = sorted(_listing(caches) - snapshot.files)
         kernels = _kernels(caches, new)
@@ -268,5 +268,5 @@ def register(config: pytest.Config) -> None:
     if not settings.settings(config).warm_check:
         return
     config.pluginmanager.register(CacheCounterRecorder(config), "coldcompile-cache-counters")
-    if not options.settings(config).child_orders:
+    if not options.settings(config).child_spec:
         config.pluginmanager.register(WarmCheck(), "coldcompile-warm-check")

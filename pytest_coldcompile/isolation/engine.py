@@ -21,6 +21,7 @@ import pytest
 from pytest_coldcompile import interop, item_options, options, record, selectors
 from pytest_coldcompile.child import forked, shared_imports
 from pytest_coldcompile.child.fingerprint import item_fingerprint
+from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.devices import cuda, device_queries
 from pytest_coldcompile.isolation import child_reports, spawn, zygote
 from pytest_coldcompile.isolation.forkserver import ChildExit, ForkServer, ServerError
@@ -136,8 +137,8 @@ class ColdEngine:
         self.server: ForkServer | None = None
         self.environ: dict[str, str] | None = None
         self.count = 0
-        # (item, test directory, orders) announced to the fork server for the next test
-        self.promised: tuple[pytest.Item, str, dict[str, Any]] | None = None
+        # (item, test directory, spec) announced to the fork server for the next test
+        self.promised: tuple[pytest.Item, str, ChildSpec] | None = None
         # Per test file: whether its last cold test that finished compiled a graph
         # (_warms_ahead).
         self.compiled: dict[str, bool] = {}
@@ -184,12 +185,12 @@ class ColdEngine:
 
     def _child_main(self, request: dict[str, Any]) -> None:
 
-        forked.run_forked(self.items[request["index"]], request["orders"],
+        forked.run_forked(self.items[request["index"]], request["spec"],
                           [self.items[i] for i in request.get("before", ())])
 
     def _child_ready(self, request: dict[str, Any]) -> None:
 
-        forked.ready_forked(self.items[request["index"]], request["orders"])
+        forked.ready_forked(self.items[request["index"]], request["spec"])
 
     def close(self) -> None:
         self._break_promise()
@@ -203,17 +204,17 @@ class ColdEngine:
             self.server.kill()
             self.server = None
 
-    def child_orders(self, item: pytest.Item, test_dir: str) -> dict[str, Any]:
-        """The orders of a cold child of item in test_dir, the features' entries included.
+    def child_spec(self, item: pytest.Item, test_dir: str) -> ChildSpec:
+        """The spec of a cold child of item in test_dir, the features' entries included.
 
-        An implementation of ``pytest_coldcompile_child_orders`` may refuse the test with a
+        An implementation of ``pytest_coldcompile_child_spec`` may refuse the test with a
         ValueError naming a bad marker argument: the engine then fails the test's setup.
         """
-        orders = self._core_orders(item, test_dir)
-        self.hook.pytest_coldcompile_child_orders(item=item, orders=orders)
-        return orders
+        spec = self._core_spec(item, test_dir)
+        self.hook.pytest_coldcompile_child_spec(item=item, spec=spec)
+        return spec
 
-    def _core_orders(self, item: pytest.Item, test_dir: str) -> dict[str, Any]:
+    def _core_spec(self, item: pytest.Item, test_dir: str) -> ChildSpec:
         try:
             limit, smem_device, source = item_options.smem_named_for(item)
         except ValueError:
@@ -294,32 +295,32 @@ class ColdEngine:
             return None
         test_dir = self.new_test_dir()
         try:
-            orders = self.child_orders(nextitem, test_dir)
+            spec = self.child_spec(nextitem, test_dir)
         except ValueError:  # a bad marker argument: its own run says so
             shutil.rmtree(test_dir, ignore_errors=True)
             return None
-        self.promised = (nextitem, test_dir, orders)
-        return {"index": self.index[id(nextitem)], "orders": orders}
+        self.promised = (nextitem, test_dir, spec)
+        return {"index": self.index[id(nextitem)], "spec": spec}
 
     def _launch(
         self,
         item: pytest.Item,
-        orders: dict[str, Any],
+        spec: ChildSpec,
         timeout: float | None,
         nextitem: pytest.Item | None = None,
     ) -> ChildExit:
         if self.mode in ("fork", "zygote") and not self._server_alive():
             self.mode, self.reason = "spawn", f"the {self.mode} server exited; spawning from now on"
-            orders.update(mode=self.mode, mode_reason=self.reason)
+            spec["mode"], spec["mode_reason"] = self.mode, self.reason
         if self.mode in ("fork", "zygote"):
             assert self.server is not None
             if self.mode == "fork":
-                request = {"index": self.index[id(item)], "orders": orders}
+                request = {"index": self.index[id(item)], "spec": spec}
                 announced = self._announce(nextitem)
                 if announced is not None:
                     request["next"] = announced
             else:
-                request = spawn.zygote_request(self.config, item.nodeid, orders, self.environ)
+                request = spawn.zygote_request(self.config, item.nodeid, spec, self.environ)
             try:
                 return self.server.run(request, timeout)
             except ServerError:
@@ -327,14 +328,14 @@ class ColdEngine:
                 failed = f"the {self.mode} server failed; spawning from now on"
                 self.mode, self.reason = "spawn", failed
                 raise
-        return spawn.run(self.config, item.nodeid, orders, timeout, self.environ)
+        return spawn.run(self.config, item.nodeid, spec, timeout, self.environ)
 
     def run(
         self,
         item: pytest.Item,
         backstop: tuple[float, str] | None = None,
         nextitem: pytest.Item | None = None,
-        extra_orders: dict[str, Any] | None = None,
+        extra_spec: ChildSpec | None = None,
     ) -> tuple[list[pytest.TestReport], child_reports.ChildResult]:
         """Run item cold; its reports (always a teardown one) and what the child recorded.
 
@@ -342,13 +343,13 @@ class ColdEngine:
         whose own timer runs in the child); the child is killed when it runs past either.
         Anything raised here while the child runs kills the child's group first; an
         interrupt or pytest.exit() then stops the session, anything else fails the test.
-        extra_orders: added to the child's orders (a proof's {"prove": ...}), in a child of its
+        extra_spec: added to the child's spec (a proof's {"prove": ...}), in a child of its
         own, never one forked ahead.
         """
-        orders: dict[str, Any] | None = None
+        spec: ChildSpec | None = None
         if (self.promised is not None and self.promised[0] is item and self.mode == "fork"
-                and not extra_orders):
-            _, test_dir, orders = self.promised
+                and not extra_spec):
+            _, test_dir, spec = self.promised
             self.promised = None
         else:
             self._break_promise()  # a rerun, a test the parent failed, a server that died
@@ -358,17 +359,17 @@ class ColdEngine:
         ended: ChildExit | None = None
         try:
             timeout, timeout_source = item_options.timeout_for(item)
-            orders = orders or self.child_orders(item, test_dir)
+            spec = spec or self.child_spec(item, test_dir)
         except ValueError as exc:  # a bad marker argument: say so, as a setup error
             shutil.rmtree(test_dir, ignore_errors=True)
             return child_reports.parent_failure(item, str(exc)), result
         if backstop is not None and (timeout is None or backstop[0] < timeout):
             timeout, timeout_source = backstop
         try:
-            if extra_orders:
-                orders.update(extra_orders)
-            ended = self._launch(item, orders, timeout, nextitem)
-            mode, reason = orders["mode"], orders["mode_reason"]
+            if extra_spec:
+                spec.update(extra_spec)
+            ended = self._launch(item, spec, timeout, nextitem)
+            mode, reason = spec["mode"], spec["mode_reason"]
             result = child_reports.read_records(self.config, item, test_dir)
             summary = result.summary or {}
             self.compiled[_test_file(item)] = bool(
@@ -421,7 +422,7 @@ class ColdEngine:
     def launch_again(
         self,
         item: pytest.Item,
-        orders: dict[str, Any],
+        spec: ChildSpec,
         timeout: float | None,
         before: Sequence[pytest.Item] = (),
     ) -> ChildExit:
@@ -429,21 +430,21 @@ class ColdEngine:
 
         before: tests to run first in the same child, in order, with the same private caches
         (whatever they warm, item meets warm). Only item's reports and records land in
-        ``orders["dir"]``; theirs go to its ``sinks.EARLIER`` directory.
+        ``spec["dir"]``; theirs go to its ``sinks.EARLIER`` directory.
         """
         if before:
-            orders["before"] = [it.nodeid for it in before]
-            orders["before_fingerprints"] = [item_fingerprint(it) for it in before]
+            spec["before"] = [it.nodeid for it in before]
+            spec["before_fingerprints"] = [item_fingerprint(it) for it in before]
         if self.mode == "fork" and self._server_alive():
             assert self.server is not None
-            request: dict[str, Any] = {"index": self.index[id(item)], "orders": orders}
+            request: dict[str, Any] = {"index": self.index[id(item)], "spec": spec}
             if before:
                 request["before"] = [self.index[id(it)] for it in before]
             if self.promised is not None:
-                following, _, following_orders = self.promised
-                request["next"] = {"index": self.index[id(following)], "orders": following_orders}
+                following, _, following_spec = self.promised
+                request["next"] = {"index": self.index[id(following)], "spec": following_spec}
             return self.server.run(request, timeout)
-        return self._launch(item, orders, timeout)
+        return self._launch(item, spec, timeout)
 
     def _echo_output(self) -> bool:
         # With -s the user watches output live; a child's arrives when it ends.

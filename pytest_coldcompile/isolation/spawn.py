@@ -22,6 +22,7 @@ import pytest
 
 from pytest_coldcompile import records
 from pytest_coldcompile.child import pristine
+from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.isolation.forkserver import ChildExit
 from pytest_coldcompile.processes import kill_group
 
@@ -156,7 +157,7 @@ def _plugin_name(config: pytest.Config) -> str:
 
 
 def command(
-    config: pytest.Config, nodeid: str, orders_path: str, test_dir: str,
+    config: pytest.Config, nodeid: str, spec_path: str, test_dir: str,
     before: Sequence[str] = (),
 ) -> list[str]:
     ini_addopts = config.getini("addopts") if config.inipath else []
@@ -175,8 +176,8 @@ def command(
     if config.pluginmanager.has_plugin("cacheprovider"):
         cmd += ["-o", f"cache_dir={Path(test_dir) / 'pytest-cache'}"]
     cmd += ["--basetemp", str(_basetemp(config, test_dir))]
-    cmd += ["--cold-compile-child", orders_path, "--"]
-    # The earlier tests a child runs before its own (orders' "before"), then its own.
+    cmd += ["--cold-compile-child", spec_path, "--"]
+    # The earlier tests a child runs before its own (spec' "before"), then its own.
     cmd += [str(config.rootpath / n) for n in [*before, nodeid]]
     return cmd
 
@@ -184,42 +185,42 @@ def command(
 def prepare(
     config: pytest.Config,
     nodeid: str,
-    orders: dict[str, Any],
+    spec: ChildSpec,
     environ: dict[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """Write the orders file; the command line and environment of a child running nodeid.
+    """Write the spec file; the command line and environment of a child running nodeid.
 
     environ: the environment to start from (the engine's snapshot), else this process's.
     """
-    test_dir = orders["dir"]
-    orders_path = os.path.join(test_dir, records.ORDERS)
-    Path(orders_path).write_text(json.dumps({**orders, "nodeid": nodeid}))
-    env = pristine.child_environ(test_dir, orders, dict(os.environ if environ is None else environ))
+    test_dir = spec["dir"]
+    spec_path = os.path.join(test_dir, records.SPEC_FILE)
+    Path(spec_path).write_text(json.dumps({**spec, "nodeid": nodeid}))
+    env = pristine.child_environ(test_dir, spec, dict(os.environ if environ is None else environ))
     env["PYTEST_ADDOPTS"] = ""
-    return command(config, nodeid, orders_path, test_dir, orders.get("before") or ()), env
+    return command(config, nodeid, spec_path, test_dir, spec.get("before") or ()), env
 
 
 def zygote_request(
     config: pytest.Config,
     nodeid: str,
-    orders: dict[str, Any],
+    spec: ChildSpec,
     environ: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """What a zygote child needs to run pytest.main exactly as a spawned child runs pytest."""
-    cmd, env = prepare(config, nodeid, orders, environ)
+    cmd, env = prepare(config, nodeid, spec, environ)
     assert cmd[1:3] == ["-m", "pytest"]
-    return {"orders": orders, "args": cmd[3:], "env": env, "cwd": str(config.invocation_params.dir)}
+    return {"spec": spec, "args": cmd[3:], "env": env, "cwd": str(config.invocation_params.dir)}
 
 
 def run(
     config: pytest.Config,
     nodeid: str,
-    orders: dict[str, Any],
+    spec: ChildSpec,
     timeout: float | None,
     environ: dict[str, str] | None = None,
 ) -> ChildExit:
-    test_dir = orders["dir"]
-    cmd, env = prepare(config, nodeid, orders, environ)
+    test_dir = spec["dir"]
+    cmd, env = prepare(config, nodeid, spec, environ)
     began = time.monotonic()
     with (
         open(os.path.join(test_dir, records.RAW_OUT), "ab") as out,

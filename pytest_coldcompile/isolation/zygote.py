@@ -122,7 +122,7 @@ def _child_main(request: dict[str, Any]) -> NoReturn:
     """In the forked child: become a spawned cold child, without the exec."""
     code = 1
     try:
-        test_dir = request["orders"]["dir"]
+        test_dir = request["spec"]["dir"]
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])

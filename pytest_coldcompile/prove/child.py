@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.prove import marker
 from pytest_coldcompile.records import write_record
 
@@ -79,9 +80,9 @@ class ProofLeg:
     """Plugin of a cold child with a "prove" order: leg "cold" runs the test with the bug
     active, leg "warm" calls the masked_by warm-up first, with the bug active too."""
 
-    def __init__(self, config: pytest.Config, orders: dict[str, Any]) -> None:
-        self.leg = str(orders["prove"].get("leg", "cold"))
-        self.test_dir = orders["dir"]
+    def __init__(self, config: pytest.Config, spec: ChildSpec) -> None:
+        self.leg = str(spec["prove"].get("leg", "cold"))
+        self.test_dir = spec["dir"]
         self.root = str(config.rootpath)
         self.guards: marker.Guards | None = None
         self.types: tuple[type[BaseException], ...] = ()
@@ -167,12 +168,12 @@ class ProofLeg:
 
 
 class ProveChildSide:
-    """In every cold child: a bug-active run, where its orders say "prove", is judged here."""
+    """In every cold child: a bug-active run, where its spec says "prove", is judged here."""
 
     def pytest_coldcompile_child_configure(self, config: pytest.Config,
-                                           orders: dict[str, Any]) -> None:
-        if orders.get("prove"):
-            config.pluginmanager.register(ProofLeg(config, orders), "coldcompile-proof-leg")
+                                           spec: ChildSpec) -> None:
+        if spec.get("prove"):
+            config.pluginmanager.register(ProofLeg(config, spec), "coldcompile-proof-leg")
 
 
 def register(config: pytest.Config) -> None:

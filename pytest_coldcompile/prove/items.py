@@ -295,7 +295,7 @@ class Prover:
 def register(config: pytest.Config) -> None:
     """The prover in the pytest process, with --cold-compile-prove."""
     s = options.settings(config)
-    if s.prove and not s.child_orders:
+    if s.prove and not s.child_spec:
         prover = Prover(config)
         config.stash[PROVER_KEY] = prover
         config.pluginmanager.register(prover, "coldcompile-prove")

@@ -65,20 +65,20 @@ def test_record_testsuite_property_checks_its_name_in_a_cold_child(cold: pytest.
     result.stdout.fnmatch_lines(["*TypeError: name parameter needs to be a string*"])
 
 
-# The engine puts the item's fingerprint in the orders; a parent that does not yet gets it
+# The engine puts the item's fingerprint in the spec; a parent that does not yet gets it
 # added here, so this test is about the child's side.
 FINGERPRINT_SHIM = """
 from pytest_coldcompile.child import fingerprint as child
 from pytest_coldcompile.isolation import engine
 
-_child_orders = engine.ColdEngine.child_orders
+_child_orders = engine.ColdEngine.child_spec
 
 def _with_fingerprint(self, item, test_dir):
-    orders = _child_orders(self, item, test_dir)
-    orders.setdefault("fingerprint", child.item_fingerprint(item))
-    return orders
+    spec = _child_orders(self, item, test_dir)
+    spec.setdefault("fingerprint", child.item_fingerprint(item))
+    return spec
 
-engine.ColdEngine.child_orders = _with_fingerprint
+engine.ColdEngine.child_spec = _with_fingerprint
 """
 
 DIFFERENT_COLLECTION = """

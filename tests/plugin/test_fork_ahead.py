@@ -17,19 +17,19 @@ import pytest_coldcompile.child.forked as child
 
 real_ready = child.ready_forked
 
-def ready_forked(item, orders):
+def ready_forked(item, spec):
     with open(os.path.join(os.environ["READIED_LOG"]), "a") as f:
         f.write(f"{os.getpid()} {item.name}\\n")
-    real_ready(item, orders)
+    real_ready(item, spec)
 
 child.ready_forked = ready_forked
 
 real_prepare = child.prepare
 
-def prepare(config, orders):
-    if orders["nodeid"].endswith("test_b"):
+def prepare(config, spec):
+    if spec["nodeid"].endswith("test_b"):
         raise RuntimeError("the set-up of test_b failed")
-    return real_prepare(config, orders)
+    return real_prepare(config, spec)
 
 child.prepare = prepare
 """
@@ -194,10 +194,10 @@ pristine.warm_compile_stack = warm_compile_stack
 
 real_prepare = child.prepare
 
-def prepare(config, orders):
+def prepare(config, spec):
     with open(os.environ["SET_UP_LOG"], "a") as f:
-        f.write(orders["nodeid"].split("::")[1] + " " + str(os.getpid()) + "\\n")
-    return real_prepare(config, orders)
+        f.write(spec["nodeid"].split("::")[1] + " " + str(os.getpid()) + "\\n")
+    return real_prepare(config, spec)
 
 child.prepare = prepare
 """

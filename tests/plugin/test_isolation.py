@@ -398,7 +398,7 @@ def test_a_spawned_child_gets_the_command_line_minus_what_must_not_reach_it(
         "--tb=short",
         "-s",
     ]
-    cmd = spawn.command(config, "t/test_a.py::test_x[1]", "orders.json", "/tmp/d")
+    cmd = spawn.command(config, "t/test_a.py::test_x[1]", "spec.json", "/tmp/d")
     assert cmd[:3] == [sys.executable, "-m", "pytest"]
     assert "--maxfail=3" not in cmd
     assert "-ra" not in cmd
@@ -407,7 +407,7 @@ def test_a_spawned_child_gets_the_command_line_minus_what_must_not_reach_it(
     assert "addopts=" in cmd
     assert cmd[-4:] == [
         "--cold-compile-child",
-        "orders.json",
+        "spec.json",
         "--",
         str(config.rootpath / "t/test_a.py::test_x[1]"),
     ]
