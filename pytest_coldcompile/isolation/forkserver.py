@@ -19,7 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_coldcompile.isolation.processes import die_with_parent, kill_group, report_exit_to
+from pytest_coldcompile.isolation.processes import (
+    collapse_heap,
+    die_with_parent,
+    kill_group,
+    report_exit_to,
+)
 
 # How long the parent waits for the server's answers that need no test to run.
 _REPLY_TIMEOUT = 120.0
@@ -30,6 +35,9 @@ PRELOAD_BOUND = 300.0
 _ABANDON_TIMEOUT = 10.0
 # How often the server checks whether a child that has not reported its exit is gone.
 _EXIT_POLL = 0.05
+# After how many children the server puts its memory in huge pages (processes.collapse_heap):
+# a fraction of a second once for a server holding torch, repaid in a few dozen children.
+_COLLAPSE_AFTER = 16
 
 
 @dataclass
@@ -136,6 +144,7 @@ class ForkServer:
         # child's collections skip it and do not copy its pages by touching reference counts.
         gc.freeze()
         lines = _Lines(inbox)
+        served = 0
         exiting: set[int] = set()
         spare: _Spare | None = None
         try:
@@ -174,7 +183,13 @@ class ForkServer:
                     exiting.add(child.pid)  # reported its code and is leaving: reaped later
                 work = _after_child(request)  # before the answer: the child's files are there
                 _send(outbox, {"id": rid, "pid": child.pid, "status": status})
-                if _run(work):
+                served += 1
+                shared = _run(work)
+                if served == _COLLAPSE_AFTER or (shared and served > _COLLAPSE_AFTER):
+                    # Once the session has shown it is long enough to repay it: the spare,
+                    # forked before, keeps small pages; the children forked after share these.
+                    collapse_heap()
+                if shared:
                     # What the server set up now is for the children forked from here on:
                     # the spare, forked before, is forked again (and readied again).
                     expected = spare.expected
