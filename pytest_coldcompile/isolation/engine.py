@@ -360,7 +360,10 @@ class ColdEngine:
             reports = _interrupted(item, result, test_dir, exc)
         finally:
             snapshot = warm_check.keep(self, test_dir) if self.warm_check else None
-            shutil.rmtree(test_dir, ignore_errors=True)
+            if self.server is not None:
+                self.server.remove_later(test_dir)  # while the next test's child runs
+            else:
+                shutil.rmtree(test_dir, ignore_errors=True)
         if reports:  # none when pytest.exit() ran before the first phase finished
             reports[-1].user_properties.extend(
                 report.properties(mode, reason, result.summary, total_s=total_s)

@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import select
+import shutil
 import signal
 import time
 import traceback
@@ -109,6 +110,7 @@ class ForkServer:
         self._to: int | None = None
         self._from: _Lines | None = None
         self._last_id = 0
+        self._finished: list[str] = []  # directories to remove (remove_later)
 
     def start(self) -> None:
         server_in, to_server = os.pipe()
@@ -257,6 +259,7 @@ class ForkServer:
             self.kill()
             raise ServerError(f"the fork server does not listen: {exc}") from exc
         try:
+            self._remove_finished()  # while the child runs
             return self._wait(rid, began, timeout)
         except ServerError:
             self.kill()
@@ -323,6 +326,16 @@ class ForkServer:
             self.kill()
             raise
 
+    def remove_later(self, directory: str) -> None:
+        """Remove directory (a finished child's) once the next request is sent, or at stop:
+        on a disk file system, removing a test's files takes milliseconds of waiting on the
+        journal that the next test need not spend first."""
+        self._finished.append(directory)
+
+    def _remove_finished(self) -> None:
+        while self._finished:
+            shutil.rmtree(self._finished.pop(), ignore_errors=True)
+
     def stop(self) -> None:
         """Ask the server to exit and reap it; a child still running is killed first."""
         if self.running is not None:
@@ -344,6 +357,7 @@ class ForkServer:
             except ChildProcessError:
                 pass
             self.pid = None
+        self._remove_finished()
 
     def kill(self) -> None:
         """Stop at once: kill the running child's group, then the server, and reap it."""

@@ -412,3 +412,23 @@ def test_a_long_serving_server_forks_children_that_share_its_memory_in_huge_page
         srv.stop()
     assert held[0] == 0  # short sessions pay nothing for it
     assert held[3] >= 32 << 10
+
+
+@linux_only
+def test_a_finished_childs_directory_is_removed_while_the_next_child_runs(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    """Removing a directory is file-system work the next test need not wait for: the parent
+    does it once the next request is sent, and stop() does what is left."""
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / "records").write_text("x")
+    server.remove_later(str(done))
+    assert done.exists()
+    server.run({"pidfile": str(tmp_path / "a.pid")}, timeout=20)
+    assert not done.exists()
+    last = tmp_path / "last"
+    last.mkdir()
+    server.remove_later(str(last))
+    server.stop()
+    assert not last.exists()
