@@ -16,7 +16,9 @@ op). Each row: wall seconds and CPU seconds (user + system of the whole process 
 wait4), medians over --repeats of a plain run and the mode's run back to back; ratio = the
 mode's wall / the plain wall and cpu_ratio = the same of CPU seconds (same kind and tests);
 overhead_ms and overhead_cpu_ms = the paired differences' median per test. Without a GPU
-the CUDA kinds are skipped with a note. About 4 minutes on the H200 with the defaults.
+the CUDA kinds are skipped with a note. The first three kinds took about 4 minutes on the H200
+with the defaults; pure-python and heavy-collection-cuda add more, since each zygote and spawned
+child collects its module again (900 children, and 30 that collect 5,000 items each).
 """
 
 from __future__ import annotations
