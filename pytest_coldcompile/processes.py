@@ -77,6 +77,42 @@ def _yield_the_cpu() -> None:
         pass
 
 
+_MADV_COLLAPSE = 25  # Linux 6.1
+_HUGE = 2 << 20
+
+
+def collapse_heap() -> int:
+    """Back this process's anonymous read-write memory with huge pages where the kernel can
+    (MADV_COLLAPSE, Linux 6.1 and later; elsewhere nothing happens); the bytes collapsed.
+
+    For a fork server: a fork copies one page-table entry per mapped 4 KiB page, and a child's
+    exit drops each again, so a server holding torch spends milliseconds of kernel time on
+    every child; a huge page is one entry. Nothing a child sees changes: its first write to a
+    shared huge page splits the mapping in the child and copies 4 KiB, as before.
+    """
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        madvise = _libc().madvise
+        with open("/proc/self/maps") as f:
+            maps = f.read().splitlines()
+    except (OSError, AttributeError):
+        return 0
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    collapsed = 0
+    for line in maps:
+        fields = line.split()
+        # Anonymous memory and the brk heap; never files, stacks or special mappings.
+        if fields[1] != "rw-p" or (len(fields) > 5 and fields[5] != "[heap]"):
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        start = -(-start // _HUGE) * _HUGE
+        end = end // _HUGE * _HUGE
+        if end - start >= _HUGE and madvise(start, end - start, _MADV_COLLAPSE) == 0:
+            collapsed += end - start
+    return collapsed
+
+
 def kill_group(pgid: int) -> None:
     """SIGKILL every process of group ``pgid``; a group that is gone already is fine."""
     try:

@@ -48,31 +48,59 @@ def _installed(module: Any, roots: tuple[str, ...]) -> bool:
     return isinstance(path, str) and os.path.realpath(path).startswith(roots)
 
 
-def modules_now() -> frozenset[str]:
-    """The names in sys.modules now: what a child has before its test."""
-    return frozenset(sys.modules)
+class ModulesMark:
+    """Where sys.modules ended when a child's test began (``modules_now``).
+
+    A module enters sys.modules at its end, so what a test imported lies after the mark; the
+    names are found from the end back (``since``), never by walking every module: a forked
+    child that touches an object copies the server's page that holds it."""
+
+    def __init__(self) -> None:
+        self.count = len(sys.modules)
+        self.last = next(reversed(sys.modules), None)
+
+    def since(self) -> list[str]:
+        """The names that entered sys.modules after the mark, in import order."""
+        if len(sys.modules) == self.count and next(reversed(sys.modules), None) == self.last:
+            return []
+        added = []
+        for name in reversed(sys.modules):
+            if name == self.last:
+                break
+            added.append(name)
+        added.reverse()
+        return added
 
 
-def write_imported(test_dir: str, before: Iterable[str]) -> None:
-    """Write down, in test_dir, the installed modules imported since before, in import order,
-    up to the first one a server must never import. Nothing where this child initialized the
-    CUDA driver: any of its imports may have done it (a library asking the device's capability
-    as it is imported), and a server that imported it could fork no usable child again.
+def modules_now() -> ModulesMark:
+    """The end of sys.modules now: what a child has before its test."""
+    return ModulesMark()
+
+
+def write_imported(test_dir: str, before: ModulesMark | Iterable[str]) -> None:
+    """Write down, in test_dir, the installed modules imported since before (a mark, or the
+    names there were), in import order, up to the first one a server must never import.
+    Nothing where this child initialized the CUDA driver: any of its imports may have done
+    it (a library asking the device's capability as it is imported), and a server that
+    imported it could fork no usable child again.
 
     A module listed may still have imported a never-module (a module enters sys.modules before
     its body runs): the server imports under scratch caches (``import_all``), as a zygote does
     its preloads, so even the compile stack then touches none of the user's directories."""
-    if cuda.cuda_driver_initialized():
+    if isinstance(before, ModulesMark):
+        added = before.since()
+    else:
+        seen = set(before)
+        added = [name for name in list(sys.modules) if name not in seen]
+    if not added or cuda.cuda_driver_initialized():
         return
-    seen = set(before)
     roots = _installed_roots()
     names = []
-    for name, module in list(sys.modules.items()):
-        if name in seen:
-            continue
+    for name in added:
         if _never(name):
             break
-        if _installed(module, roots):
+        module = sys.modules.get(name)
+        if module is not None and _installed(module, roots):
             names.append(name)
     if not names:
         return

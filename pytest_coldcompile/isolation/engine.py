@@ -393,7 +393,10 @@ class ColdEngine:
                 reports = self._finish(item, reports, result, ended, mode, reason, test_dir,
                                        timeout)
         finally:
-            shutil.rmtree(test_dir, ignore_errors=True)
+            if self.server is not None:
+                self.server.remove_later(test_dir)  # while the next test's child runs
+            else:
+                shutil.rmtree(test_dir, ignore_errors=True)
         return reports, result
 
     def _finish(

@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import select
+import shutil
 import signal
 import time
 import traceback
@@ -19,7 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_coldcompile.processes import die_with_parent, kill_group, report_exit_to
+from pytest_coldcompile.processes import (
+    collapse_heap,
+    die_with_parent,
+    kill_group,
+    report_exit_to,
+)
 
 # How long the parent waits for the server's answers that need no test to run.
 _REPLY_TIMEOUT = 120.0
@@ -30,6 +36,9 @@ PRELOAD_BOUND = 300.0
 _ABANDON_TIMEOUT = 10.0
 # How often the server checks whether a child that has not reported its exit is gone.
 _EXIT_POLL = 0.05
+# After how many children the server puts its memory in huge pages (processes.collapse_heap):
+# a fraction of a second once for a server holding torch, repaid in a few dozen children.
+_COLLAPSE_AFTER = 16
 
 
 @dataclass
@@ -106,6 +115,7 @@ class ForkServer:
         self._to: int | None = None
         self._from: _Lines | None = None
         self._last_id = 0
+        self._finished: list[str] = []  # directories to remove (remove_later)
 
     def _after_child(self, request: dict[str, Any]) -> Callable[[], bool] | None:
         if self.after_child is None:
@@ -149,6 +159,7 @@ class ForkServer:
         # child's collections skip it and do not copy its pages by touching reference counts.
         gc.freeze()
         lines = _Lines(inbox)
+        served = 0
         exiting: set[int] = set()
         spare: _Spare | None = None
         try:
@@ -187,7 +198,13 @@ class ForkServer:
                     exiting.add(child.pid)  # reported its code and is leaving: reaped later
                 work = self._after_child(request)  # before the answer: its files are there
                 _send(outbox, {"id": rid, "pid": child.pid, "status": status})
-                if work is not None and _run(work):
+                served += 1
+                shared = work is not None and _run(work)
+                if served == _COLLAPSE_AFTER or (shared and served > _COLLAPSE_AFTER):
+                    # Once the session has shown it is long enough to repay it: the spare,
+                    # forked before, keeps small pages; the children forked after share these.
+                    collapse_heap()
+                if shared:
                     # What the server set up now is for the children forked from here on:
                     # the spare, forked before, is forked again (and readied again).
                     expected = spare.expected
@@ -255,6 +272,7 @@ class ForkServer:
             self.kill()
             raise ServerError(f"the fork server does not listen: {exc}") from exc
         try:
+            self._remove_finished()  # while the child runs
             return self._wait(rid, began, timeout)
         except ServerError:
             self.kill()
@@ -321,6 +339,16 @@ class ForkServer:
             self.kill()
             raise
 
+    def remove_later(self, directory: str) -> None:
+        """Remove directory (a finished child's) once the next request is sent, or at stop:
+        on a disk file system, removing a test's files takes milliseconds of waiting on the
+        journal that the next test need not spend first."""
+        self._finished.append(directory)
+
+    def _remove_finished(self) -> None:
+        while self._finished:
+            shutil.rmtree(self._finished.pop(), ignore_errors=True)
+
     def stop(self) -> None:
         """Ask the server to exit and reap it; a child still running is killed first."""
         if self.running is not None:
@@ -342,6 +370,7 @@ class ForkServer:
             except ChildProcessError:
                 pass
             self.pid = None
+        self._remove_finished()
 
     def kill(self) -> None:
         """Stop at once: kill the running child's group, then the server, and reap it."""

@@ -88,3 +88,21 @@ def test_a_child_that_initialized_cuda_shares_nothing(
     monkeypatch.setattr(shared_imports.cuda, "cuda_driver_initialized", lambda: False)
     shared_imports.write_imported(str(tmp_path), before)
     assert shared_imports.read_imported(str(tmp_path)) == ["coldfake_asks_the_device"]
+
+
+def test_a_child_that_imported_nothing_asks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Most tests import nothing new: the child then neither asks whether CUDA is initialized
+    nor walks every module it holds (each one touched copies a page the server shares)."""
+    asked = []
+    monkeypatch.setattr(shared_imports.cuda, "cuda_driver_initialized",
+                        lambda: asked.append(1) or False)
+    before = shared_imports.modules_now()
+    shared_imports.write_imported(str(tmp_path), before)
+    assert asked == [] and not (tmp_path / shared_imports.IMPORTED).exists()
+    stdlib = sysconfig.get_paths()["stdlib"]
+    _fake(monkeypatch, "coldfake_imported_later", f"{stdlib}/coldfake_imported_later.py")
+    shared_imports.write_imported(str(tmp_path), before)
+    assert asked == [1]
+    assert shared_imports.read_imported(str(tmp_path)) == ["coldfake_imported_later"]

@@ -364,3 +364,71 @@ def test_a_child_that_reported_its_exit_leaves_at_the_lowest_priority(reporting:
                           timeout=60)
     assert done.returncode == 3, done.stderr
     assert int(done.stdout) == (19 if reporting else before)
+
+
+def _huge_page_kernel() -> bool:
+    """MADV_COLLAPSE: Linux 6.1 and later, with transparent huge pages built in."""
+    if not Path("/sys/kernel/mm/transparent_hugepage/enabled").exists():
+        return False
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return (major, minor) >= (6, 1)
+
+
+_BIG: list[bytearray] = []
+
+
+def hold_memory() -> None:
+    """preload: 64 MiB of the server's own, written (a library's heap, a collected session)."""
+    _BIG.append(bytearray(b"x" * (64 << 20)))
+
+
+def huge_pages_of_child(request: dict[str, Any]) -> None:
+    """child_main: write the anonymous huge pages this child holds (kB), before it writes any."""
+    text = Path("/proc/self/smaps_rollup").read_text()
+    kb = next(line.split()[1] for line in text.splitlines() if line.startswith("AnonHugePages"))
+    Path(request["out"]).write_text(kb)
+    os._exit(0)
+
+
+@linux_only
+@pytest.mark.skipif(not _huge_page_kernel(), reason="needs MADV_COLLAPSE (Linux 6.1)")
+def test_a_long_serving_server_forks_children_that_share_its_memory_in_huge_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork copies, and an exit drops, one page-table entry per page of the server's
+    memory: once a server has served enough children to be worth it, that memory is in huge
+    pages, and the children forked after inherit them."""
+    from pytest_coldcompile.isolation import forkserver
+
+    monkeypatch.setattr(forkserver, "_COLLAPSE_AFTER", 2, raising=False)
+    srv = ForkServer(huge_pages_of_child, preload=hold_memory)
+    srv.start()
+    try:
+        held = []
+        for n in range(4):
+            srv.run({"out": str(tmp_path / f"{n}.kb")}, timeout=60)
+            held.append(int((tmp_path / f"{n}.kb").read_text()))
+    finally:
+        srv.stop()
+    assert held[0] == 0  # short sessions pay nothing for it
+    assert held[3] >= 32 << 10
+
+
+@linux_only
+def test_a_finished_childs_directory_is_removed_while_the_next_child_runs(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    """Removing a directory is file-system work the next test need not wait for: the parent
+    does it once the next request is sent, and stop() does what is left."""
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / "records").write_text("x")
+    server.remove_later(str(done))
+    assert done.exists()
+    server.run({"pidfile": str(tmp_path / "a.pid")}, timeout=20)
+    assert not done.exists()
+    last = tmp_path / "last"
+    last.mkdir()
+    server.remove_later(str(last))
+    server.stop()
+    assert not last.exists()
