@@ -144,8 +144,9 @@ PY
         grep -hE '^(step|part|split)' "$OUT"/breakdown-*.log "$OUT"/split-*.log \
             >> "$OUT/summary.txt" ;;
     isolation)
-        run bench-isolation 420 python3 benchmarks/bench_isolation.py --spawn-tests 2 \
-            --repeats 1 --out "$OUT/isolation-h200.json" ;;
+        # ISOLATION_ARGS narrows the run (every kind and mode takes far longer than one call).
+        run bench-isolation 420 python3 benchmarks/bench_isolation.py \
+            ${ISOLATION_ARGS:---spawn-tests 2 --repeats 1} --out "$OUT/isolation-h200.json" ;;
     sweep)
         run sweep 500 python3 benchmarks/sweep_tiles.py --out "$OUT/sweep.json" \
             --plan "P147:bf16,fp32" --tuned-out "$OUT/tuned-tiles.json" ;;
@@ -173,7 +174,7 @@ PY
             run suite-wheels 120 python3 -m pip install -q --no-index --no-deps --no-compile \
                 --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
         fi
-        run suite 540 env PYTHONPATH="/tmp/site:$PYTHONPATH" "${PYTEST[@]}" -n 8 ;;
+        run suite "${SUITE_LIMIT:-540}" env PYTHONPATH="/tmp/site:$PYTHONPATH" "${PYTEST[@]}" -n 8 ;;
     *)
         echo "gpu.sh: unknown step '$1' (see the list at the top of $0)" >&2
         return 2 ;;
