@@ -77,6 +77,9 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
 
     monkeypatch.setattr(device_queries, "_start_probe", start_probe)
     monkeypatch.setattr(cuda, "NVIDIA_CONTROL", __file__)  # "a driver is installed"
+    # A process that has not initialized CUDA, as the pytest process during collection: on a
+    # GPU machine an earlier test of this xdist worker may have initialized it for real.
+    monkeypatch.setattr(cuda, "torch_cuda_initialized", lambda: False)
     monkeypatch.setitem(sys.modules, "torch.cuda", module)
     monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     device_queries.start()
@@ -158,6 +161,7 @@ def test_without_an_nvidia_driver_nothing_is_probed(
     device_queries.stop()
     monkeypatch.setattr(device_queries, "_start_probe", REAL_START_PROBE)
     monkeypatch.setattr(cuda, "NVIDIA_CONTROL", str(tmp_path / "nvidiactl"))
+    monkeypatch.setattr(cuda, "torch_cuda_initialized", lambda: False)  # as above
     device_queries.start()
     with pytest.raises(AssertionError, match="reached the driver"):
         fake_cuda.get_device_capability()
@@ -203,6 +207,7 @@ def test_the_probe_is_a_forked_child_that_asks_torch_itself(
     module = _answering_cuda(log)
     monkeypatch.setitem(sys.modules, "torch.cuda", module)
     monkeypatch.setattr(cuda, "NVIDIA_CONTROL", __file__)
+    monkeypatch.setattr(cuda, "torch_cuda_initialized", lambda: False)  # as in fake_cuda
     device_queries.start()
     try:
         assert module.get_device_capability(1) == (9, 1)  # the probe's record, not (9, 0)
