@@ -113,7 +113,7 @@ def rerun_path_excluded(plugin: Any, item: pytest.Item) -> bool:
 TIMEOUT_PLUGIN_ALLOWANCE = 60.0
 
 
-def timeout_plugin_backstop(item: pytest.Item) -> tuple[float, str] | None:
+def pytest_timeout_limit(item: pytest.Item) -> tuple[float, str] | None:
     """pytest-timeout's limit for item, plus an allowance, as a bound on the cold child.
 
     pytest-timeout is active in the child too, so its timer fires there, inside the test, and

@@ -152,11 +152,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if engine is None or not item_options.is_cold(item):
         return None
     ihook = item.ihook
-    backstop = interop.timeout_plugin_backstop(item)
+    outer_limit = interop.pytest_timeout_limit(item)
     reruns = interop.Reruns(item)
     while True:
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        reports, result = engine.run(item, backstop, nextitem)
+        reports, result = engine.run(item, outer_limit, nextitem)
         again = result.exit is None and not result.interrupted and reruns.again(reports)
         if not again:
             _teardown_parent(item, nextitem, reports)

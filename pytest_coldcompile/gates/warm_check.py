@@ -91,7 +91,7 @@ def _counters(lines: list[dict[str, Any]]) -> dict[str, int] | None:
     return {k: v for k, v in found[-1].items() if k != "type"} if found else None
 
 
-def keep(engine: ColdEngine, test_dir: str) -> Snapshot | None:
+def set_aside(engine: ColdEngine, test_dir: str) -> Snapshot | None:
     """Move test_dir's caches aside for the rerun (called before test_dir is removed)."""
     caches = os.path.join(test_dir, records.CACHES)
     if not os.path.isdir(caches):
@@ -226,7 +226,7 @@ class WarmCheck:
 
     def pytest_coldcompile_child_ended(self, item: pytest.Item, run: ColdRun) -> None:
         """The rerun's ``warm`` object onto the test's record (hence the JSON report)."""
-        snapshot = keep(run.engine, run.test_dir)
+        snapshot = set_aside(run.engine, run.test_dir)
         try:
             warm = rerun(run.engine, item, run.reports, snapshot, run.timeout)
         except Exception:  # the machinery, not the test: say so on the record, run on

@@ -333,13 +333,13 @@ class ColdEngine:
     def run(
         self,
         item: pytest.Item,
-        backstop: tuple[float, str] | None = None,
+        outer_limit: tuple[float, str] | None = None,
         nextitem: pytest.Item | None = None,
         extra_spec: ChildSpec | None = None,
     ) -> tuple[list[pytest.TestReport], child_reports.ChildResult]:
         """Run item cold; its reports (always a teardown one) and what the child recorded.
 
-        backstop: (seconds, source) of another limit on the whole test (pytest-timeout's,
+        outer_limit: (seconds, source) of another limit on the whole test (pytest-timeout's,
         whose own timer runs in the child); the child is killed when it runs past either.
         Anything raised here while the child runs kills the child's group first; an
         interrupt or pytest.exit() then stops the session, anything else fails the test.
@@ -363,8 +363,8 @@ class ColdEngine:
         except ValueError as exc:  # a bad marker argument: say so, as a setup error
             shutil.rmtree(test_dir, ignore_errors=True)
             return child_reports.parent_failure(item, str(exc)), result
-        if backstop is not None and (timeout is None or backstop[0] < timeout):
-            timeout, timeout_source = backstop
+        if outer_limit is not None and (timeout is None or outer_limit[0] < timeout):
+            timeout, timeout_source = outer_limit
         try:
             if extra_spec:
                 spec.update(extra_spec)

@@ -95,10 +95,10 @@ def _engine(config: pytest.Config) -> Any:
 def _cold_run(item: ProofItem, leg: str | None) -> tuple[list[pytest.TestReport], Any]:
     extra = None if leg is None else {"prove": {"leg": leg}}
     if hasattr(item.config.hook, "pytest_timeout_cancel_timer"):
-        # pytest-timeout bounds each child (the backstop below), not this in-process item.
+        # pytest-timeout bounds each child (the outer limit below), not this in-process item.
         item.config.hook.pytest_timeout_cancel_timer(item=item)
-    backstop = interop.timeout_plugin_backstop(item.original)
-    return _engine(item.config).run(item.original, backstop, None, extra)
+    outer_limit = interop.pytest_timeout_limit(item.original)
+    return _engine(item.config).run(item.original, outer_limit, None, extra)
 
 
 def _verdict_of(reports: list[pytest.TestReport], result: Any) -> dict[str, Any]:
