@@ -398,9 +398,9 @@ def test_a_long_serving_server_forks_children_that_share_its_memory_in_huge_page
     """A fork copies, and an exit drops, one page-table entry per page of the server's
     memory: once a server has served enough children to be worth it, that memory is in huge
     pages, and the children forked after inherit them."""
-    from pytest_coldcompile.isolation import forkserver
+    from pytest_coldcompile.isolation import server_loop
 
-    monkeypatch.setattr(forkserver, "_COLLAPSE_AFTER", 2, raising=False)
+    monkeypatch.setattr(server_loop, "_COLLAPSE_AFTER", 2)
     srv = ForkServer(huge_pages_of_child, preload=hold_memory)
     srv.start()
     try:

@@ -12,9 +12,9 @@ pytestmark = needs_fork
 # zygote's own and any it makes, is written down.
 FORK_LOG = """
 import os
-from pytest_coldcompile.isolation import forkserver
+from pytest_coldcompile.isolation import pipes
 
-_fork = forkserver._fork
+_fork = pipes.fork
 
 
 def logged_fork():
@@ -25,7 +25,7 @@ def logged_fork():
     return pid
 
 
-forkserver._fork = logged_fork
+pipes.fork = logged_fork
 """
 
 
