@@ -1,7 +1,7 @@
 """What the pytest process tells a cold child about the one test it runs: a JSON object that
 crosses the process boundary (in a fork server's request, or a spawned child's file), typed
 here in one place. Features add entries under keys of their own through the
-``pytest_coldcompile_child_spec`` hook (``FEATURE_KEYS`` lists this plugin's).
+``pytest_coldcompile_child_spec`` hook (this plugin's are typed below).
 """
 
 from __future__ import annotations
@@ -36,6 +36,3 @@ class ChildSpec(TypedDict, total=False):
     warm_check: bool  # the warm-cache check's rerun
     find_masker: bool  # the masker finder's children record what they observe
 
-
-FEATURE_KEYS = ("debug_handoff", "prove", "warm_check", "find_masker")
-"""The keys this plugin's own features add; another plugin's key is its own name's."""

@@ -40,7 +40,12 @@ def properties(
 ) -> list[tuple[str, Any]]:
     """The user properties a cold test's teardown report carries; total_s: the child's wall
     time, start included (None when it never ran)."""
-    return [(PREFIX + key, value) for key, value in fields(mode, reason, summary, total_s).items()]
+    return as_properties(fields(mode, reason, summary, total_s))
+
+
+def as_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A record's fields as user properties (``from_properties`` reads them back)."""
+    return [(PREFIX + key, value) for key, value in record.items()]
 
 
 def fields(

@@ -7,12 +7,35 @@ from __future__ import annotations
 
 import collections
 import functools
+import sys
 import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from pytest_coldcompile import import_hooks
+
+# torch._dynamo.utils.counters (torch 2.11-2.13): (group, name) of the compile caches' counts.
+CACHE_COUNTERS = (
+    ("inductor", "fxgraph_cache_hit"),
+    ("inductor", "fxgraph_cache_miss"),
+    ("inductor", "fxgraph_cache_bypass"),
+    ("aot_autograd", "autograd_cache_hit"),
+    ("aot_autograd", "autograd_cache_miss"),
+)
+
+
+def cache_counters() -> dict[str, int]:
+    """The FX-graph and AOTAutograd cache counts of this process so far (0 before torch's
+    compile stack is imported, which this never imports)."""
+    counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
+    out = {}
+    for group, name in CACHE_COUNTERS:
+        try:
+            out[name] = int(counters[group][name]) if counters is not None else 0
+        except Exception:
+            out[name] = 0
+    return out
 
 
 class CompileStats:

@@ -73,7 +73,10 @@ class DebugHandoff:
 
     def pytest_coldcompile_child_spec(self, item: pytest.Item, spec: ChildSpec) -> None:
         """What the child's spec says of the debugger: {"pdb", "trace"}, None if not handed."""
-        spec["debug_handoff"] = order(self.config)
+        spec["debug_handoff"] = {
+            "pdb": bool(self.config.getoption("usepdb", False)),
+            "trace": bool(self.config.getoption("trace", False)),
+        } if self.active() else None
 
     def pytest_coldcompile_record(self, nodeid: str, record: dict[str, Any]) -> None:
         if record.get("outcome") in ("failed", "error") and not self.active():
@@ -166,22 +169,3 @@ def register(config: pytest.Config) -> None:
         if config.pluginmanager.get_plugin(NAME) is None:
             config.pluginmanager.register(DebugHandoff(config), NAME)
     config.pluginmanager.register(DebugChildSide(), NAME + "-child")
-
-
-def handed_off(config: pytest.Config) -> bool:
-    """Whether this session's cold tests stop in the debugger, in their child."""
-    handoff = config.pluginmanager.get_plugin(NAME)
-    return handoff is not None and handoff.active()
-
-
-def order(config: pytest.Config) -> dict[str, bool] | None:
-    """What a cold child's spec says of the debugger: {"pdb", "trace"}, None if not handed."""
-    if not handed_off(config):
-        return None
-    return {"pdb": bool(config.getoption("usepdb", False)),
-            "trace": bool(config.getoption("trace", False))}
-
-
-def reason(config: pytest.Config) -> str | None:
-    handoff = config.pluginmanager.get_plugin(NAME)
-    return why_not(config, getattr(handoff, "mode", None))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_coldcompile import item_options, options, records, selectors
-from pytest_coldcompile.child import context
+from pytest_coldcompile.child import context, stats
 from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.gates import settings
 
@@ -48,21 +47,12 @@ MASKER_KEYS = ("verdict", "nodeid", "with", "state", "states", "candidates", "ch
                "message")
 """The keys of a record's ``masker`` object (docs/report-schema.md)."""
 
-# torch._dynamo.utils.counters (torch 2.11-2.13): (group, name) of the hits a warm cache gives.
-_HITS = {"fxgraph_cache_hit": ("inductor", "fxgraph_cache_hit"),
-         "autograd_cache_hit": ("aot_autograd", "autograd_cache_hit")}
+_HITS = ("fxgraph_cache_hit", "autograd_cache_hit")  # what a warm cache gives
 
 
 def _hit_counters() -> dict[str, int]:
-    utils = sys.modules.get("torch._dynamo.utils")  # never imported for this
-    counters = getattr(utils, "counters", None)
-    out = {}
-    for key, (group, name) in _HITS.items():
-        try:
-            out[key] = int(counters[group][name]) if counters is not None else 0
-        except Exception:
-            out[key] = 0
-    return out
+    counts = stats.cache_counters()
+    return {key: counts[key] for key in _HITS}
 
 
 def _triton_kernels(cache_dir: str | None) -> set[str]:
@@ -196,10 +186,10 @@ def states(masked: Run, alone: Run) -> list[tuple[str, str]]:
     return out or [(OTHER, OTHER)]
 
 
-def _verdict(verdict: str, search: Search, candidates: int, message: str,
+def _verdict(verdict: str, children: int | None, candidates: int, message: str,
              **more: Any) -> dict[str, Any]:
     out: dict[str, Any] = dict.fromkeys(MASKER_KEYS)
-    out.update(verdict=verdict, candidates=candidates, children=search.children,
+    out.update(verdict=verdict, candidates=candidates, children=children,
                message=message, **more)
     out["with"] = out["with"] or []
     out["states"] = out["states"] or []
@@ -216,14 +206,14 @@ def find(
     n = len(earlier)
     alone = search.run([])
     if alone.passed:
-        return _verdict(PASSES_ALONE, search, n, (
+        return _verdict(PASSES_ALONE, search.children, n, (
             "passes alone in a fresh cold child: its cold failure depends on something else "
             "than an earlier test's process state (files, the environment, chance)"))
     if not earlier:
-        return _verdict(NO_EARLIER, search, n, "fails alone; no test ran before it")
+        return _verdict(NO_EARLIER, search.children, n, "fails alone; no test ran before it")
     full = search.run(earlier)
     if not full.passed:
-        return _verdict(NOT_MASKED, search, n, (
+        return _verdict(NOT_MASKED, search.children, n, (
             f"fails alone and after the {n} earlier tests in one process: nothing earlier "
             "masks it"))
     # The shortest prefix after which it passes: its last test is the masker (adding tests
@@ -256,7 +246,7 @@ def find(
     found = states(masked, alone)
     others = [it.nodeid for it in needed[:-1]]
     said = "; ".join(what for _, what in found)
-    return _verdict(MASKED, search, n, (
+    return _verdict(MASKED, search.children, n, (
         f"fails alone, passes after {masker.nodeid}"
         + (f" with {', '.join(others)} before it" if others else "") + f": {said}"),
         nodeid=masker.nodeid, state=found[0][0], states=[what for _, what in found],
@@ -294,11 +284,8 @@ class MaskerFinder:
                 run.engine, item, earlier, run.timeout)
         except Exception:  # the machinery, not the test: say so on the record, run on
             why = traceback.format_exc().strip().splitlines()[-1]
-            out: dict[str, Any] = dict.fromkeys(MASKER_KEYS)
-            out.update(verdict=ERROR, states=[], candidates=len(earlier), children=None,
-                       message=f"the masker search could not run: {why}")
-            out["with"] = []
-            run.record["masker"] = self.found[id(item)] = out
+            run.record["masker"] = self.found[id(item)] = _verdict(
+                ERROR, None, len(earlier), f"the masker search could not run: {why}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_coldcompile_terminal_summary(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,20 +15,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_coldcompile import options, records
-from pytest_coldcompile.child import context
+from pytest_coldcompile.child import context, stats
 from pytest_coldcompile.gates import settings
 
 if TYPE_CHECKING:
     from pytest_coldcompile.isolation.engine import ColdEngine, ColdRun
 
-# torch._dynamo.utils.counters (torch 2.11-2.13): (group, name)
-COUNTERS = (
-    ("inductor", "fxgraph_cache_hit"),
-    ("inductor", "fxgraph_cache_miss"),
-    ("inductor", "fxgraph_cache_bypass"),
-    ("aot_autograd", "autograd_cache_hit"),
-    ("aot_autograd", "autograd_cache_miss"),
-)
 WARM_FIGURES = ("total_s", "compile_s", "selection_s", "tracing_s", "inductor_s", "frames",
                 "forward_graphs", "backward_graphs")
 WARM_KEYS = ("outcome", *WARM_FIGURES, "cache", "cold_cache", "recompiled_graphs",
@@ -51,20 +42,8 @@ class CacheCounterRecorder:
         report = yield
         ctx = context.active(self.config)
         if call.when == "teardown" and ctx is not None:
-            records.write_record(ctx.test_dir, {"type": RECORD, **read_counters()})
+            records.write_record(ctx.test_dir, {"type": RECORD, **stats.cache_counters()})
         return report
-
-
-def read_counters() -> dict[str, int]:
-    utils = sys.modules.get("torch._dynamo.utils")  # never imported for this
-    counters = getattr(utils, "counters", None)
-    out = {}
-    for group, name in COUNTERS:
-        try:
-            out[name] = int(counters[group][name]) if counters is not None else 0
-        except Exception:
-            out[name] = 0
-    return out
 
 
 @dataclass

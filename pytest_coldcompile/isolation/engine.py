@@ -418,8 +418,7 @@ class ColdEngine:
         for message in self.hook.pytest_coldcompile_gate(item=item, record=run.record):
             if message:
                 child_reports.fail_passed_call(item, run.reports, message)
-        run.reports[-1].user_properties.extend(
-            (record.PREFIX + key, value) for key, value in run.record.items())
+        run.reports[-1].user_properties.extend(record.as_properties(run.record))
         return run.reports
 
     def launch_again(
