@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -111,6 +111,17 @@ def _patch_config(module_name: str, values: dict[str, Any]) -> None:
                 setattr(mod, key, value)
 
     import_hooks.when_imported(module_name, patch)
+
+
+def triton_kernels(paths: Iterable[str]) -> set[str]:
+    """"<hash>/<kernel name>" of each kernel among paths under a Triton cache directory: Triton
+    writes <hash>/<kernel name>.json for each kernel it compiles (and __grp__ files beside)."""
+    found = set()
+    for path in paths:
+        parts = path.split("/")
+        if len(parts) == 2 and parts[1].endswith(".json") and not parts[1].startswith("__grp__"):
+            found.add(f"{parts[0]}/{parts[1][:-5]}")
+    return found
 
 
 def _private_triton_dirs(caches: str) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_coldcompile import item_options, options, records, selectors
-from pytest_coldcompile.child import context, stats
+from pytest_coldcompile.child import context, pristine, stats
 from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.gates import settings
 
@@ -59,15 +59,13 @@ def _triton_kernels(cache_dir: str | None) -> set[str]:
     """Triton's cache holds <hash>/<kernel name>.json for each kernel it compiled."""
     if not cache_dir or not os.path.isdir(cache_dir):
         return set()
-    found: set[str] = set()
+    paths = []
     for entry in os.listdir(cache_dir):
         try:
-            names = os.listdir(os.path.join(cache_dir, entry))
+            paths += [f"{entry}/{name}" for name in os.listdir(os.path.join(cache_dir, entry))]
         except OSError:
             continue
-        found.update(f"{entry}/{n[:-5]}" for n in names
-                     if n.endswith(".json") and not n.startswith("__grp__"))
-    return found
+    return pristine.triton_kernels(paths)
 
 
 class Observer:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_coldcompile import options, records
-from pytest_coldcompile.child import context, stats
+from pytest_coldcompile.child import context, pristine, stats
 from pytest_coldcompile.gates import settings
 
 if TYPE_CHECKING:
@@ -121,12 +121,10 @@ def _kernels(caches: str, files: list[str]) -> list[str]:
 
 
 def _triton_kernels(files: list[str]) -> list[str]:
-    """triton/cache/<hash>/<kernel name>.json: one per kernel Triton compiled."""
-    return sorted({
-        os.path.splitext(rel.split("/")[3])[0] for rel in files
-        if rel.startswith("triton/cache/") and rel.count("/") == 3 and rel.endswith(".json")
-        and not rel.split("/")[3].startswith("__grp__")
-    })
+    """The names of the kernels Triton compiled among files (under the caches' triton/cache)."""
+    under = "triton/cache/"
+    kernels = pristine.triton_kernels(rel[len(under):] for rel in files if rel.startswith(under))
+    return sorted({kernel.split("/", 1)[1] for kernel in kernels})
 
 
 def _graph_keys(files: list[str]) -> list[str]:
