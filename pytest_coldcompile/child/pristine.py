@@ -1,8 +1,8 @@
 """What makes a process cold: private empty caches, no remote caches or PGO, no worker pools,
 and no compile state from before. The environment of a spawned child is built here too.
 What the children of a session share says nothing about the kernels under test: Inductor's
-precompiled C++ header and its verdicts on which vector ISAs the machine's compiler can build
-(``HEADER_DIR_ENV``).
+precompiled C++ header, its verdicts on which vector ISAs the machine's compiler can build
+(``HEADER_DIR_ENV``), and Triton's host-side C modules (``host_modules``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_coldcompile import import_hooks
+from pytest_coldcompile.child import host_modules
 from pytest_coldcompile.child_spec import ChildSpec
 from pytest_coldcompile.records import CACHES
 
@@ -282,6 +283,7 @@ def make_private(caches: str) -> None:
     _private_triton_dirs(caches)
     _private_header_dir(caches)
     _shared_vec_isa_verdicts(caches)
+    host_modules.share_builds(os.path.join(_header_dir(caches), host_modules.HOST_MODULE_DIR))
 
 
 @contextmanager
