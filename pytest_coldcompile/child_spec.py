@@ -28,6 +28,7 @@ class ChildSpec(TypedDict, total=False):
     cuda_visible_devices: str | None  # an xdist worker's GPU
     gpu_position: int | None
     warm_compile_stack: bool  # a child forked ahead imports torch's compile stack while it waits
+    cuda_ahead: bool  # a child forked ahead creates its CUDA context while it waits
     before: list[str]  # earlier tests to run first, in the same child (the masker finder)
     before_fingerprints: list[dict[str, Any]]
     # The features' entries.

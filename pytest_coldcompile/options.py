@@ -42,6 +42,13 @@ WARM_AHEAD_HELP = (
     "its file compiled (default true). false: every child imports it at its first compile, "
     "inside its own timings, as a fresh process does."
 )
+CUDA_AHEAD_HELP = (
+    "Let a cold child forked ahead of its test create its CUDA context (and Triton's driver, "
+    "where Triton is imported) while the test before it runs (default false). The test then "
+    "finds CUDA initialized, as a test after another GPU test does in-process: environment "
+    "variables it sets for CUDA's initialization come too late, and the who-initialized-CUDA "
+    "line names the plugin. Fork mode only; nothing is compiled or allocated."
+)
 ANSWER_HELP = (
     "While conftests and test modules are imported and collected, answer torch.cuda's device "
     "queries (get_device_capability, get_device_properties, get_device_name, current_device, "
@@ -123,6 +130,7 @@ class Settings:
     report_path: Path | None
     child_spec: str | None  # set only in a spawned cold child
     warm_ahead: bool = True
+    cuda_ahead: bool = False
     prove: bool = False  # --cold-compile-prove / ini cold_compile_prove
     smem_device: str | None = None  # the device --smem-limit/ini smem_limit named, if any
     emulate_device: str | None = None
@@ -147,6 +155,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("cold_compile_timeout", TIMEOUT_HELP, default="0")
     parser.addini("cold_compile_preload", PRELOAD_HELP, type="linelist", default=[])
     parser.addini("cold_compile_warm_ahead", WARM_AHEAD_HELP, type="bool", default=True)
+    parser.addini("cold_compile_cuda_ahead", CUDA_AHEAD_HELP, type="bool", default=False)
     parser.addini("cold_compile_answer_device_queries", ANSWER_HELP, type="bool", default=True)
     parser.addini("smem_limit", SMEM_HELP, default="")
     parser.addini("cold_compile_prove", PROVE_HELP, type="bool", default=False)
@@ -312,6 +321,7 @@ def load(config: pytest.Config) -> Settings:
         report_path=report,
         child_spec=opt.cold_compile_child,
         warm_ahead=warm_ahead,
+        cuda_ahead=ini_bool(config, "cold_compile_cuda_ahead"),
         prove=bool(opt.cold_compile_prove) or ini_bool(config, "cold_compile_prove"),
         smem_device=smem_device,
         emulate_device=emulate_device,

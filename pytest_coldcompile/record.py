@@ -24,6 +24,7 @@ FIGURES = (
     "fallback",
     "max_admitted_shared",
     "warmed_ahead",
+    "cuda_ahead",
 )
 DEVICE_KEYS = ("smem_limit", "smem_device", "emulated_device", "emulation")
 """The device a cold test ran as: its shared-memory cap in bytes, the named device that cap is

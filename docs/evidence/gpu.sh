@@ -23,6 +23,9 @@
 #   sweep       the P147 tile sweep (tuned tiles for gridpair/tuned.py)
 #   triton-suite  400 items of Triton's language tests (carried in TRITON_SUITE_DIR), -n 8,
 #               in-process then cold: wall times, their ratio, outcomes compared
+#               (TRITON_COLD_ARGS: more options of the cold run)
+#   first-launch  each phase of a fresh process's first Triton launch in an empty cache, the
+#               driver's C utilities compiled per process and shared (triton_first_launch.py)
 #   plain       what a session with no cold test pays for the plugin, NVML's CUDA check against
 #               the driver's included (docs/evidence/plain_session_cost.py)
 #   suite       the README's test command, `pytest -n 8`, with what the machine lacks installed
@@ -34,7 +37,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-(($#)) || { sed -n '2,31p' "$0"; exit 2; }
+(($#)) || { sed -n '2,34p' "$0"; exit 2; }
 
 CAP=101376
 T=tests/regressions/test_cold_force_loss.py::test_compiled_force_loss_step_cold
@@ -161,9 +164,12 @@ PY
         run triton-in-process 240 bash -c "cd $dir && TRITON_CACHE_DIR=\$(mktemp -d) \
             ${PYTEST[*]} -n 8 @ids400.txt"
         run triton-cold 300 bash -c "cd $dir && ${PYTEST[*]} -n 8 --cold-compile \
-            --cold-compile-report=$OUT/triton-cold.json @ids400.txt"
+            ${TRITON_COLD_ARGS:-} --cold-compile-report=$OUT/triton-cold.json @ids400.txt"
         python3 docs/evidence/compare_runs.py "$OUT/triton-in-process.log" "$OUT/triton-cold.log" \
             >> "$OUT/summary.txt" ;;
+    first-launch)
+        run first-launch 200 python3 docs/evidence/triton_first_launch.py --runs 3
+        grep -hE '^(private|shared)' "$OUT/first-launch.log" >> "$OUT/summary.txt" ;;
     plain)
         run plain-session 300 python3 docs/evidence/plain_session_cost.py --repeats 3
         grep -hE 'trivial tests|wall .* cpu' "$OUT/plain-session.log" >> "$OUT/summary.txt" ;;
@@ -183,7 +189,7 @@ PY
 
 for name in "$@"; do  # refuse a misspelt step before spending any device time
     case "$name" in
-    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|plain|suite|triton-suite) ;;
+    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|plain|suite|triton-suite|first-launch) ;;
     *) step "$name"; exit 2 ;;
     esac
 done

@@ -36,6 +36,8 @@ class ChildContext:
     tally: selectors.EventTally = field(default_factory=selectors.EventTally)
     # torch's compile stack was imported before the test began (pristine.warm_compile_stack)
     warmed_ahead: bool = False
+    # its CUDA context was created before the test began (devices.cuda.context_ahead)
+    cuda_ahead: bool = False
 
     @property
     def mode(self) -> str:
@@ -80,6 +82,7 @@ class ChildContext:
             "emulated_device": self.emulated_device,
             "emulation": self.emulation.summary() if self.emulation else None,
             "warmed_ahead": self.warmed_ahead,
+            "cuda_ahead": self.cuda_ahead,
         }
 
 CONTEXT_KEY = pytest.StashKey[ChildContext]()

@@ -17,6 +17,7 @@ from pytest_coldcompile.child.capture import redirect_fds, retarget_capture
 from pytest_coldcompile.child.context import ChildContext, prepare
 from pytest_coldcompile.child.sinks import ReportSink, WarningSink
 from pytest_coldcompile.child_spec import ChildSpec
+from pytest_coldcompile.devices import cuda
 from pytest_coldcompile.processes import exit_now
 from pytest_coldcompile.records import (
     write_record,
@@ -101,6 +102,8 @@ def ready_forked(item: pytest.Item, spec: ChildSpec) -> None:
         _ready = (spec, traceback.format_exc())
         return
     _ready = (spec, ctx)  # ready now, whatever the warm-up below meets
+    if spec.get("cuda_ahead"):
+        ctx.cuda_ahead = cuda.context_ahead()
     if spec.get("warm_compile_stack"):
         ctx.warmed_ahead = pristine.warm_compile_stack()
 

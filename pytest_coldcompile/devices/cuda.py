@@ -196,3 +196,29 @@ def narrow_to(position: int) -> None:
             (Gpu(0, gpu.name, gpu.smem_optin, gpu.smem_per_block, gpu.capability, gpu.pci_bus_id),),
             _facts.note,
         )
+
+
+def context_ahead() -> bool:
+    """In a child forked ahead of its test (ini cold_compile_cuda_ahead): create torch's CUDA
+    context, and Triton's driver where Triton is imported, before the test begins; False where
+    torch is not imported, no device is there, or that failed (the test then meets CUDA as a
+    fresh process does). Nothing is compiled or allocated."""
+    torch = sys.modules.get("torch")
+    if torch is None or not os.path.exists(NVIDIA_CONTROL):
+        return False
+    try:
+        if not torch.cuda.is_available():
+            return False
+        torch.cuda.init()
+        torch.cuda.synchronize()  # the context itself, not only the runtime's state
+    except Exception:
+        return False
+    if "triton" in sys.modules:
+        try:
+            from triton.runtime import driver
+
+            driver.active.get_current_target()
+            driver.active.utils  # noqa: B018  (its host module, shared: host_modules)
+        except Exception:
+            pass
+    return True

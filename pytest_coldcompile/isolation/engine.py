@@ -250,6 +250,7 @@ class ColdEngine:
             "cuda_visible_devices": self.gpu[0] if self.gpu else None,
             "gpu_position": self.gpu[1] if self.gpu else None,
             "warm_compile_stack": self._warms_ahead(item),
+            "cuda_ahead": self.mode == "fork" and options.settings(self.config).cuda_ahead,
         }
 
     def _warms_ahead(self, item: pytest.Item) -> bool:

@@ -166,3 +166,35 @@ def test_xdist_workers_children_use_different_gpus(
     assert set(gpus) == {"gw0", "gw1"}, "both workers ran cold tests"
     assert all(len(seen) == 1 for seen in gpus.values()), gpus
     assert gpus["gw0"] != gpus["gw1"], "the workers' children share a GPU"
+
+
+CUDA_AT_START = """
+import pytest, torch
+
+@pytest.mark.parametrize("i", range(3))
+def test_cuda_at_start(i, record_property):
+    record_property("initialized_at_start", torch.cuda.is_initialized())
+    assert torch.ones(4, device="cuda").sum().item() == 4.0
+"""
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.parametrize("ahead", [False, True])
+def test_cuda_ahead_creates_the_context_before_the_test_only_when_asked(
+    pytester: pytest.Pytester, ahead: bool
+) -> None:
+    pytester.makepyfile(test_cuda_at_start=CUDA_AT_START)
+    result = run(pytester, *_plugin_args(), "--cold-compile", "--cold-compile-mode=fork",
+                 "-o", f"cold_compile_cuda_ahead={str(ahead).lower()}", "-p", "no:randomly",
+                 "--junitxml=junit.xml", "--cold-compile-report=report.json", timeout=300)
+    result.assert_outcomes(passed=3)
+    report = json.loads((pytester.path / "report.json").read_text())
+    at_start = {}
+    for case in ElementTree.parse(pytester.path / "junit.xml").getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        at_start[case.get("name")] = props["initialized_at_start"]
+    # The first child is forked before any request announced it: it starts as a fresh process.
+    first, *later = sorted(at_start)
+    assert at_start[first] == "False"
+    assert {at_start[name] for name in later} == {str(ahead)}
+    assert {r["cuda_ahead"] for name, r in report.items() if not name.endswith("[0]")} == {ahead}
