@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_coldcompile.child import pristine
+from pytest_coldcompile.child import host_modules, pristine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ _CHILD = """
 import json, os, sys
 from pathlib import Path
 import torch
-from pytest_coldcompile.child import pristine
+from pytest_coldcompile.child import host_modules, pristine
 test_dir = sys.argv[1]
 os.environ.update(pristine.child_environ(test_dir, {}, {}))
 caches = Path(test_dir, "caches")
@@ -101,10 +101,13 @@ def test_the_header_and_the_vector_isa_checks_are_made_once_per_session_and_kern
     assert all(kernels), kernels  # each child's own kernel, in its private cache
     assert len(seen[0]) == 1  # built by the first child...
     assert seen[1] == seen[0]  # ...and reused, not rebuilt, by the second
-    # Nothing but headers and their locks in the shared directory, and the vector-ISA
-    # verdicts: no kernel, no probe.
-    assert {p.suffix for p in _files(shared) if p.parts[0] != pristine.VEC_ISA_DIR} <= {
+    # Nothing but headers and their locks in the shared directory, the vector-ISA verdicts,
+    # and (where Triton's driver was loaded: a GPU machine) its host code: no kernel, no probe.
+    assert {p.suffix for p in _files(shared)
+            if p.parts[0] not in (pristine.VEC_ISA_DIR, host_modules.HOST_MODULE_DIR)} <= {
         ".h", ".gch", ".lock"}
+    host = _files(shared / host_modules.HOST_MODULE_DIR)
+    assert {p.name.split(".")[0] for p in host} <= {"cuda_utils", "hip_utils"}, host
     verdicts = _files(shared / pristine.VEC_ISA_DIR)
     assert verdicts and {p.suffix for p in verdicts} == {".json"}
 
