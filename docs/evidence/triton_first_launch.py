@@ -62,8 +62,11 @@ def one_run(shared: str) -> dict[str, float]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
     with tempfile.TemporaryDirectory() as cache:
-        env["TRITON_CACHE_DIR"] = cache
-        out = subprocess.run([sys.executable, "-c", CHILD, shared], env=env,
+        env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+        script = os.path.join(cache, "first_launch.py")  # @triton.jit reads its source file
+        with open(script, "w") as f:
+            f.write(CHILD)
+        out = subprocess.run([sys.executable, script, shared], env=env,
                              capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(out.stderr)
