@@ -5,7 +5,8 @@ a timed test).
         [--heavy-tests 30] [--repeats 1] [--out benchmarks/results/isolation-h200.json]
 
 Each (mode, kind) runs as its own pytest process; modes: plain (no cold run), auto, fork,
-zygote, spawn. Kinds: "trivial" (the module imports torch and triton), "pure-python" (no torch
+zygote, spawn, fork-cuda-ahead (fork with ini cold_compile_cuda_ahead). Kinds: "trivial"
+(the module imports torch and triton), "pure-python" (no torch
 import; --pure-tests tests), "cuda" (each test runs one CUDA op), "collection-cuda" (the
 module calls torch.cuda.is_available() at import with PYTORCH_NVML_BASED_CUDA_CHECK=0, which
 asks the CUDA driver: the plugin answers it from its probe process, so the pytest process stays
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-MODES = ("plain", "auto", "fork", "zygote", "spawn")
+MODES = ("plain", "auto", "fork", "zygote", "spawn", "fork-cuda-ahead")
 KINDS = ("trivial", "pure-python", "cuda", "collection-cuda", "heavy-collection-cuda")
 CUDA_KINDS = ("cuda", "collection-cuda", "heavy-collection-cuda")
 HEAVY_ITEMS = 5000
@@ -120,7 +121,9 @@ def _run(directory: Path, kind: str, mode: str, tests: int) -> dict[str, Any]:
     if mode != "plain":
         args += ["--cold-compile", f"--cold-compile-report={report}"]
         args += ["--cold-compile-timeout=120"]
-        if mode != "auto":
+        if mode == "fork-cuda-ahead":  # fork, each child's CUDA context made ahead
+            args += ["--cold-compile-mode=fork", "-o", "cold_compile_cuda_ahead=true"]
+        elif mode != "auto":
             args.append(f"--cold-compile-mode={mode}")
     cmd = [sys.executable, "-m", "pytest", *args, str(directory)]
     with tempfile.TemporaryFile("w+") as out:
