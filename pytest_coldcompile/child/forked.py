@@ -79,6 +79,7 @@ def set_up_fork_server(config: pytest.Config) -> None:
     """In the fork server, before it forks any child: see ForkServerSetUp."""
     global _server_set_up
     _server_set_up = ForkServerSetUp(config)
+    pristine.hash_installation()
 
 def _set_up_forked(config: pytest.Config, spec: ChildSpec) -> ChildContext:
     test_dir = spec["dir"]

@@ -101,6 +101,7 @@ class Zygote:
                     importlib.import_module(name)
                 except Exception:
                     failed.append(f"import {name}:\n{traceback.format_exc()}")
+        pristine.hash_installation()
         # What is here now lives as long as the zygote: out of the collector's sight, each
         # child's pytest.main skips it in its gc passes (half a second per child with torch
         # loaded) and does not copy its pages by touching their reference counts.

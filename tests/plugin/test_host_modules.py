@@ -63,3 +63,24 @@ def test_a_host_module_is_compiled_once_per_session_and_source(cold, mode, monke
     result.assert_outcomes(passed=4)
     # One build for the three children of the same source, one for the other source.
     assert log.read_text().split() == ["run", "run"]
+
+
+INSTALLATION_HASH = '''
+import pytest
+import triton
+from triton.runtime.cache import triton_key
+
+
+@pytest.mark.cold_compile
+@pytest.mark.parametrize("i", range(2))
+def test_hash_at_start(i):
+    # Triton's hash of its installed files keys every kernel: computed once, in the server.
+    assert triton_key.cache_info().currsize == 1
+'''
+
+
+@needs_modules("triton")
+@pytest.mark.parametrize("mode", ["fork", "zygote"])
+def test_tritons_installation_hash_is_computed_before_the_children_fork(cold, mode):
+    cold.makepyfile(test_hash=INSTALLATION_HASH)
+    run(cold, "--cold-compile", f"--cold-compile-mode={mode}").assert_outcomes(passed=2)
