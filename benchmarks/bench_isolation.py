@@ -5,10 +5,10 @@ a timed test).
         [--heavy-tests 30] [--repeats 1] [--out benchmarks/results/isolation-h200.json]
 
 Each (mode, kind) runs as its own pytest process; modes: plain (no cold run), auto, fork,
-zygote, spawn, fork-cuda-ahead (fork with ini cold_compile_cuda_ahead). Kinds: "trivial"
-(the module imports torch and triton), "pure-python" (no torch
-import; --pure-tests tests), "cuda" (each test runs one CUDA op), "collection-cuda" (the
-module calls torch.cuda.is_available() at import with PYTORCH_NVML_BASED_CUDA_CHECK=0, which
+zygote, spawn; fork-context-in-test (fork, ini cold_compile_cuda_ahead false: each test makes
+its CUDA context), fork-one-ahead (fork, contexts made ahead, one child forked ahead). Kinds:
+"trivial" (the module imports torch and triton), "pure-python" (no torch import; --pure-tests
+tests), "cuda" (each test runs one CUDA op), "collection-cuda" (the module calls torch.cuda.is_available() at import with PYTORCH_NVML_BASED_CUDA_CHECK=0, which
 asks the CUDA driver: the plugin answers it from its probe process, so the pytest process stays
 CUDA-clean and `auto` forks; each test runs one CUDA op), "heavy-collection-cuda"
 (a module of 5,000 parametrized items, of which --heavy-tests run in every mode, and a
@@ -17,7 +17,8 @@ get_device_capability() through driver.active.get_current_target(); each test ru
 op). Each row: wall seconds and CPU seconds (user + system of the whole process tree, from
 wait4), medians over --repeats of a plain run and the mode's run back to back; ratio = the
 mode's wall / the plain wall and cpu_ratio = the same of CPU seconds (same kind and tests);
-overhead_ms and overhead_cpu_ms = the paired differences' median per test. Without a GPU
+overhead_ms and overhead_cpu_ms = the paired differences' median per test; child_median_ms =
+a cold child's median wall time, request to exit (the report's total_s). Without a GPU
 the CUDA kinds are skipped with a note. The first three kinds took about 4 minutes on the H200
 with the defaults; pure-python and heavy-collection-cuda add more, since each zygote and spawned
 child collects its module again (900 children, and 30 that collect 5,000 items each).
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-MODES = ("plain", "auto", "fork", "zygote", "spawn", "fork-cuda-ahead")
+MODES = ("plain", "auto", "fork", "zygote", "spawn", "fork-context-in-test", "fork-one-ahead")
 KINDS = ("trivial", "pure-python", "cuda", "collection-cuda", "heavy-collection-cuda")
 CUDA_KINDS = ("cuda", "collection-cuda", "heavy-collection-cuda")
 HEAVY_ITEMS = 5000
@@ -121,8 +122,11 @@ def _run(directory: Path, kind: str, mode: str, tests: int) -> dict[str, Any]:
     if mode != "plain":
         args += ["--cold-compile", f"--cold-compile-report={report}"]
         args += ["--cold-compile-timeout=120"]
-        if mode == "fork-cuda-ahead":  # fork, each child's CUDA context made ahead
-            args += ["--cold-compile-mode=fork", "-o", "cold_compile_cuda_ahead=true"]
+        if mode == "fork-context-in-test":
+            args += ["--cold-compile-mode=fork", "-o", "cold_compile_cuda_ahead=false"]
+        elif mode == "fork-one-ahead":
+            args += ["--cold-compile-mode=fork", "-o", "cold_compile_cuda_ahead=true",
+                     "-o", "cold_compile_forked_ahead=1"]
         elif mode != "auto":
             args.append(f"--cold-compile-mode={mode}")
     cmd = [sys.executable, "-m", "pytest", *args, str(directory)]
@@ -143,11 +147,13 @@ def _run(directory: Path, kind: str, mode: str, tests: int) -> dict[str, Any]:
         stdout = out.read()
     if proc.returncode != 0 or f"{tests} passed" not in stdout:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{stdout}")
-    chosen = "plain"
+    chosen, child = "plain", None
     if mode != "plain":
-        modes = {entry["mode"] for entry in json.loads(report.read_text()).values()}
-        chosen = "+".join(sorted(modes))
-    return {"chosen": chosen, "seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime}
+        entries = json.loads(report.read_text()).values()
+        chosen = "+".join(sorted({entry["mode"] for entry in entries}))
+        child = statistics.median(entry.get("total_s") or 0.0 for entry in entries)
+    return {"chosen": chosen, "seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime,
+            "child_s": child}
 
 
 def _cuda_present() -> bool:
@@ -225,6 +231,9 @@ def _record(
         "cpu_ratio": round(median("cpu", runs) / median("cpu", plain), 2),
         "overhead_cpu_ms": per_test("cpu"),
         "repeats": len(runs),
+        # A cold child's median wall time, request to exit (the report's total_s).
+        "child_median_ms": (None if runs[0]["child_s"] is None
+                            else round(statistics.median(r["child_s"] for r in runs) * 1000, 1)),
     }
 
 

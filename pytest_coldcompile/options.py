@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 
 MODES = ("auto", "fork", "zygote", "spawn")
+# Children kept forked ahead, by default, where each creates its CUDA context ahead: a context
+# takes longer to make than a small GPU test takes to run (docs/design.md).
+FORKED_AHEAD_WITH_CUDA = 3
 # What the zygote imports when cold_compile_preload names nothing, each where installed.
 DEFAULT_PRELOAD = ("torch", "triton")
 
@@ -43,11 +46,19 @@ WARM_AHEAD_HELP = (
     "inside its own timings, as a fresh process does."
 )
 CUDA_AHEAD_HELP = (
-    "Let a cold child forked ahead of its test create its CUDA context (and Triton's driver, "
-    "where Triton is imported) while the test before it runs (default false). The test then "
-    "finds CUDA initialized, as a test after another GPU test does in-process: environment "
-    "variables it sets for CUDA's initialization come too late, and the who-initialized-CUDA "
-    "line names the plugin. Fork mode only; nothing is compiled or allocated."
+    "auto, true or false (default auto). true: a cold child forked ahead of its test creates "
+    "its CUDA context (and Triton's driver, where Triton is imported) while the test before it "
+    "runs. The test then finds CUDA initialized, as a test after another GPU test does "
+    "in-process: environment variables it sets for CUDA's initialization come too late, and "
+    "the who-initialized-CUDA line names the plugin. auto: true where collection asked the "
+    "device (device queries answered from the probe process), the sign of a GPU suite. Fork "
+    "mode only; nothing is compiled or allocated."
+)
+FORKED_AHEAD_HELP = (
+    "How many cold children the fork server keeps forked ahead of their tests: auto "
+    f"(default: 1, or {FORKED_AHEAD_WITH_CUDA} where children create their CUDA context ahead) "
+    "or a whole number >= 1. Each holds a process (and a CUDA context where they are made "
+    "ahead) while it waits."
 )
 ANSWER_HELP = (
     "While conftests and test modules are imported and collected, answer torch.cuda's device "
@@ -130,7 +141,8 @@ class Settings:
     report_path: Path | None
     child_spec: str | None  # set only in a spawned cold child
     warm_ahead: bool = True
-    cuda_ahead: bool = False
+    cuda_ahead: bool | None = None  # None: auto (engine.ColdEngine decides after collection)
+    forked_ahead: int | None = None  # None: auto
     prove: bool = False  # --cold-compile-prove / ini cold_compile_prove
     smem_device: str | None = None  # the device --smem-limit/ini smem_limit named, if any
     emulate_device: str | None = None
@@ -155,7 +167,9 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("cold_compile_timeout", TIMEOUT_HELP, default="0")
     parser.addini("cold_compile_preload", PRELOAD_HELP, type="linelist", default=[])
     parser.addini("cold_compile_warm_ahead", WARM_AHEAD_HELP, type="bool", default=True)
-    parser.addini("cold_compile_cuda_ahead", CUDA_AHEAD_HELP, type="bool", default=False)
+    parser.addini("cold_compile_cuda_ahead", CUDA_AHEAD_HELP, default="auto")
+    parser.addini("cold_compile_forked_ahead",
+                  FORKED_AHEAD_HELP, default="auto")
     parser.addini("cold_compile_answer_device_queries", ANSWER_HELP, type="bool", default=True)
     parser.addini("smem_limit", SMEM_HELP, default="")
     parser.addini("cold_compile_prove", PROVE_HELP, type="bool", default=False)
@@ -263,6 +277,36 @@ def ini_bool(config: pytest.Config, key: str) -> bool:
         raise pytest.UsageError(f"ini {key}: expected true or false ({exc})") from None
 
 
+_TRUE = ("y", "yes", "t", "true", "on", "1")
+_FALSE = ("n", "no", "f", "false", "off", "0")
+
+
+def ini_auto_bool(config: pytest.Config, key: str) -> bool | None:
+    """An ini key of auto, true or false (the words pytest's bool keys take); None for auto."""
+    value = config.getini(key)
+    text = str(value).strip().lower()
+    if text == "auto":
+        return None
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise pytest.UsageError(f"ini {key}: expected auto, true or false, got {value!r}")
+
+
+def ini_auto_count(config: pytest.Config, key: str) -> int | None:
+    """An ini key of auto or a whole number >= 1; None for auto."""
+    value = config.getini(key)
+    text = str(value).strip().lower()
+    if text == "auto":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise pytest.UsageError(f"ini {key}: expected auto or a whole number >= 1, got {value!r}")
+    return count
+
+
 def report_path(value: str | None) -> Path | None:
     """--cold-compile-report's path, checked now rather than when the session ends: not a
     directory, and inside a directory that exists or can be made, writable."""
@@ -321,7 +365,8 @@ def load(config: pytest.Config) -> Settings:
         report_path=report,
         child_spec=opt.cold_compile_child,
         warm_ahead=warm_ahead,
-        cuda_ahead=ini_bool(config, "cold_compile_cuda_ahead"),
+        cuda_ahead=ini_auto_bool(config, "cold_compile_cuda_ahead"),
+        forked_ahead=ini_auto_count(config, "cold_compile_forked_ahead"),
         prove=bool(opt.cold_compile_prove) or ini_bool(config, "cold_compile_prove"),
         smem_device=smem_device,
         emulate_device=emulate_device,

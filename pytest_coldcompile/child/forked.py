@@ -5,6 +5,7 @@ run of one test's whole protocol (``run_forked``), leaving with ``os._exit``.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -91,6 +92,19 @@ def _set_up_forked(config: pytest.Config, spec: ChildSpec) -> ChildContext:
 
 # (spec, the context made for them or the traceback of why that failed)
 _ready: tuple[ChildSpec, ChildContext | str] | None = None
+# Whether this spare made torch's CUDA context before any request was announced (warm_spare).
+_context_made_ahead = False
+
+
+def warm_spare(cuda_visible_devices: str | None) -> None:
+    """In a child just forked ahead, before any request is announced to it (ini
+    cold_compile_cuda_ahead): torch's CUDA context, on the GPU the session's children see. What
+    needs the test's spec (its private caches; Triton's driver, which builds into them) waits
+    for ready_forked or the request."""
+    global _context_made_ahead
+    if cuda_visible_devices is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+    _context_made_ahead = cuda.torch_context_ahead()
 
 def ready_forked(item: pytest.Item, spec: ChildSpec) -> None:
     """In a child forked ahead of its request: set up for the announced spec now, and
@@ -129,6 +143,7 @@ def run_forked(
                 exit_now(code)
         else:
             ctx = _set_up_forked(config, spec)
+            ctx.cuda_ahead = bool(spec.get("cuda_ahead")) and _context_made_ahead
         imported = shared_imports.modules_now()
         try:
             # Through the hook, so the wrappers pytest puts around a test (assertion

@@ -200,9 +200,26 @@ def narrow_to(position: int) -> None:
 
 def context_ahead() -> bool:
     """In a child forked ahead of its test (ini cold_compile_cuda_ahead): create torch's CUDA
-    context, and Triton's driver where Triton is imported, before the test begins; False where
-    torch is not imported, no device is there, or that failed (the test then meets CUDA as a
-    fresh process does). Nothing is compiled or allocated."""
+    context (``torch_context_ahead``), and Triton's driver where Triton is imported, before the
+    test begins; False where torch is not imported, no device is there, or that failed (the
+    test then meets CUDA as a fresh process does). Nothing is compiled or allocated. Triton's
+    driver builds its host module into the Triton cache: only once the child's private caches
+    are set."""
+    if not torch_context_ahead():
+        return False
+    if "triton" in sys.modules:
+        try:
+            from triton.runtime import driver
+
+            driver.active.get_current_target()
+            driver.active.utils  # noqa: B018  (its host module, shared: host_modules)
+        except Exception:
+            pass
+    return True
+
+
+def torch_context_ahead() -> bool:
+    """torch's CUDA context, made now (see context_ahead); it reads no cache of the child's."""
     torch = sys.modules.get("torch")
     if torch is None or not os.path.exists(NVIDIA_CONTROL):
         return False
@@ -213,12 +230,4 @@ def context_ahead() -> bool:
         torch.cuda.synchronize()  # the context itself, not only the runtime's state
     except Exception:
         return False
-    if "triton" in sys.modules:
-        try:
-            from triton.runtime import driver
-
-            driver.active.get_current_target()
-            driver.active.utils  # noqa: B018  (its host module, shared: host_modules)
-        except Exception:
-            pass
     return True

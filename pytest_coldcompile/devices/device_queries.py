@@ -276,6 +276,11 @@ def account() -> str:
             f"{'was' if _state.count == 1 else 'were'} answered from a probe process")
 
 
+def answered_any() -> bool:
+    """Whether collection asked the device anything that was answered from the probe."""
+    return _state.count > 0
+
+
 def declined() -> str:
     """Why device queries went to the driver although answering was on; empty otherwise."""
     return _state.declined

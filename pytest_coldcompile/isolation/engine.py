@@ -77,6 +77,25 @@ def choose_mode(
     )
 
 
+def _ahead(s: options.Settings, mode: str) -> tuple[bool, int, str]:
+    """(whether children make their CUDA context ahead, how many are forked ahead, the words
+    for mode_reason) once collection is over: ini cold_compile_cuda_ahead's auto is true where
+    collection asked the device, as a GPU suite does (in-process its tests then find CUDA
+    initialized: by collection, or by the test before)."""
+    if mode != "fork":
+        return False, 1, ""
+    why = ""
+    cuda_ahead = s.cuda_ahead
+    if cuda_ahead is None:
+        cuda_ahead = device_queries.answered_any()
+        why = " (cold_compile_cuda_ahead auto: collection asked the device)"
+    count = s.forked_ahead or (options.FORKED_AHEAD_WITH_CUDA if cuda_ahead else 1)
+    if not cuda_ahead:
+        return False, count, ""
+    return True, count, (f"each child creates its CUDA context before its test{why}, "
+                         f"{count} forked ahead")
+
+
 def _cuda_initialized() -> bool:
     # torch's flag first: it is set before the driver call returns.
     return cuda.torch_cuda_initialized() or cuda.cuda_driver_initialized()
@@ -128,7 +147,11 @@ class ColdEngine:
         self.mode, self.reason = choose_mode(
             options.settings(self.config), self.zygote is not None, zygote.not_started(self.config)
         )
-        if options.settings(self.config).mode in ("auto", "fork"):
+        settings = options.settings(self.config)
+        self.cuda_ahead, self.forked_ahead, ahead_why = _ahead(settings, self.mode)
+        if ahead_why:
+            self.reason += "; " + ahead_why
+        if settings.mode in ("auto", "fork"):
             more = self.hook.pytest_coldcompile_explain_mode(
                 config=self.config, mode=self.mode, reason=self.reason)
             self.reason = "; ".join([self.reason, *(m for m in more if m)])
@@ -171,7 +194,8 @@ class ColdEngine:
             sys.stderr.flush()
             self.server = ForkServer(
                 self._child_main, preload=self._preload, child_ready=self._child_ready,
-                after_child=shared_imports.after_child,
+                after_child=shared_imports.after_child, spares=self.forked_ahead,
+                warm_spare=self._warm_spare if self.cuda_ahead else None,
             )
             self.server.start()
         self.hook.pytest_coldcompile_engine_started(engine=self)
@@ -187,6 +211,9 @@ class ColdEngine:
 
         forked.run_forked(self.items[request["index"]], request["spec"],
                           [self.items[i] for i in request.get("before", ())])
+
+    def _warm_spare(self) -> None:
+        forked.warm_spare(self.gpu[0] if self.gpu else None)
 
     def _child_ready(self, request: dict[str, Any]) -> None:
 
@@ -250,7 +277,7 @@ class ColdEngine:
             "cuda_visible_devices": self.gpu[0] if self.gpu else None,
             "gpu_position": self.gpu[1] if self.gpu else None,
             "warm_compile_stack": self._warms_ahead(item),
-            "cuda_ahead": self.mode == "fork" and options.settings(self.config).cuda_ahead,
+            "cuda_ahead": self.cuda_ahead,
         }
 
     def _warms_ahead(self, item: pytest.Item) -> bool:

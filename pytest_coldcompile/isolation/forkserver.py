@@ -61,8 +61,14 @@ class ForkServer:
         preload_bound: float = PRELOAD_BOUND,
         child_ready: Callable[[dict[str, Any]], Any] | None = None,
         after_child: AfterChild | None = None,
+        spares: int = 1,
+        warm_spare: Callable[[], Any] | None = None,
     ) -> None:
         self.child_main = child_main
+        # How many children the server keeps forked ahead of their requests, each running
+        # warm_spare first (server_loop.ServerLoop).
+        self.spares = spares
+        self.warm_spare = warm_spare
         self.preload = preload
         # In the server, when a child has ended, while its directory is still there: returns
         # the work to do once its status is answered (or None); what that work sets up, the
@@ -90,8 +96,8 @@ class ForkServer:
                 os.close(to_server)
                 os.close(from_server)
                 die_with_parent(parent)
-                ServerLoop(self.child_main, self.preload, self.child_ready,
-                           self.after_child).serve(server_in, server_out)
+                ServerLoop(self.child_main, self.preload, self.child_ready, self.after_child,
+                           self.spares, self.warm_spare).serve(server_in, server_out)
             except BaseException:
                 code = 1
             finally:

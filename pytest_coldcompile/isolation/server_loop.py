@@ -35,7 +35,11 @@ AfterChild = Callable[[dict[str, Any]], "Callable[[], bool] | None"]
 class ServerLoop:
     """What the server runs: child_main(request) in each forked child (it must not return),
     preload() once before serving, child_ready(request) in a child forked ahead of its
-    announced request, after_child(request) when a child has ended."""
+    announced request, after_child(request) when a child has ended.
+
+    spares: how many children the server keeps forked ahead; warm_spare() runs in each of them
+    as soon as it is forked, before any request is announced to it (what needs no request).
+    """
 
     def __init__(
         self,
@@ -43,11 +47,15 @@ class ServerLoop:
         preload: Callable[[], Any] | None,
         child_ready: Callable[[dict[str, Any]], Any] | None,
         after_child: AfterChild | None,
+        spares: int = 1,
+        warm_spare: Callable[[], Any] | None = None,
     ) -> None:
         self.child_main = child_main
         self.preload = preload
         self.child_ready = child_ready
         self.after_child = after_child
+        self.spares = max(1, spares)
+        self.warm_spare = warm_spare
 
     def _after_child(self, request: dict[str, Any]) -> Callable[[], bool] | None:
         if self.after_child is None:
@@ -72,11 +80,10 @@ class ServerLoop:
         lines = pipes.Lines(inbox)
         served = 0
         exiting: set[int] = set()
-        spare: _Spare | None = None
+        pool = _Pool(self, (inbox, outbox))
         try:
             while True:
-                if spare is None:
-                    spare = self._fork_spare(keep_closed=(inbox, outbox))
+                pool.fill()
                 try:
                     request = lines.read(None)
                 except pipes.ServerError:
@@ -88,20 +95,17 @@ class ServerLoop:
                 asked = {k: v for k, v in request.items() if k not in ("op", "id")}
                 request["preload_error"] = preload_error
                 _reap(exiting, block=False)
-                child, spare = spare, None
-                if child.expected is not None and child.expected != asked:
-                    child.discard()  # made ready for another request than this one
-                    child = self._fork_spare(keep_closed=(inbox, outbox))
+                child = pool.take(asked)
                 while not child.hand(request):  # it died waiting (killed from outside)
                     child.discard()
-                    child = self._fork_spare(keep_closed=(inbox, outbox))
+                    child = pool.take(None)
                 pipes.send(outbox, {"id": rid, "pid": child.pid})
-                # The next test's child is forked, and made ready for the announced request,
-                # while this one runs: where a core is free, the fork (milliseconds for a
-                # process holding torch) and the child's set-up leave the critical path.
-                spare = self._fork_spare(
-                    keep_closed=(inbox, outbox, child.exit_read), expected=announced
-                )
+                # The next test's child, forked already, is made ready for the announced
+                # request while this one runs, and the pool forked full again: where a core is
+                # free, the forks (milliseconds for a process holding torch) and the children's
+                # set-up leave the critical path.
+                pool.fill(running=child.exit_read)
+                pool.announce(announced, running=child.exit_read)
                 status, exited = _wait_child(child.pid, child.exit_read)
                 os.close(child.exit_read)
                 kill_group(child.pid)  # leftovers of an exited child (a leaked pool, a compiler)
@@ -112,26 +116,21 @@ class ServerLoop:
                 served += 1
                 shared = work is not None and _run(work)
                 if served == _COLLAPSE_AFTER or (shared and served > _COLLAPSE_AFTER):
-                    # Once the session has shown it is long enough to repay it: the spare,
-                    # forked before, keeps small pages; the children forked after share these.
+                    # Once the session has shown it is long enough to repay it: the spares,
+                    # forked before, keep small pages; the children forked after share these.
                     collapse_heap()
                 if shared:
                     # What the server set up now is for the children forked from here on:
-                    # the spare, forked before, is forked again (and readied again).
-                    expected = spare.expected
-                    spare.discard()
-                    spare = self._fork_spare(keep_closed=(inbox, outbox), expected=expected)
+                    # the spares, forked before, are forked again (and readied again).
+                    pool.renew()
         finally:
-            if spare is not None:
-                spare.discard()
+            pool.discard()
             _reap(exiting, block=True)
 
-    def _fork_spare(
-        self, keep_closed: tuple[int, ...], expected: dict[str, Any] | None = None
-    ) -> _Spare:
-        """Fork the child for the next request; it waits, in its own process group, for the
-        request on a pipe of its own and then runs child_main (an end of file: it exits).
-        With ``expected`` it first runs child_ready on it."""
+    def fork_spare(self, keep_closed: tuple[int, ...]) -> _Spare:
+        """Fork a child for a later request; it runs warm_spare, then waits, in its own process
+        group, for messages on a pipe of its own: a request announced (it runs child_ready on
+        it) and then the request itself (it runs child_main). At end of file it exits."""
         server = os.getpid()
         request_read, request_write = os.pipe()
         exit_read, exit_write = os.pipe()
@@ -144,12 +143,12 @@ class ServerLoop:
                 for fd in (*keep_closed, request_write, exit_read):
                     os.close(fd)
                 report_exit_to(exit_write)
-                if expected is not None and self.child_ready is not None:
+                if self.warm_spare is not None:
                     try:
-                        self.child_ready(expected)
+                        self.warm_spare()
                     except BaseException:
-                        pass  # child_main finds it not ready and does the work itself
-                request = _read_request(request_read)
+                        pass  # the test meets what was not warmed as a fresh process does
+                request = self._await_request(pipes.Lines(request_read))
                 if request is not None:
                     code = 70  # child_main must not return
                     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -162,8 +161,77 @@ class ServerLoop:
             os.setpgid(pid, pid)  # also here: the parent may kill the group at once
         except OSError:
             pass
-        return _Spare(pid, request_write, exit_read, expected)
+        return _Spare(pid, request_write, exit_read)
 
+    def _await_request(self, messages: pipes.Lines) -> dict[str, Any] | None:
+        """In a spare: the request it is to run, readying for an announced one on the way;
+        None at end of file (no request will come)."""
+        while True:
+            try:
+                message = messages.read(None)
+            except pipes.ServerError:
+                return None
+            if message is None:
+                continue
+            if "expect" not in message:
+                return message
+            if self.child_ready is not None:
+                try:
+                    self.child_ready(message["expect"])
+                except BaseException:
+                    pass  # child_main finds it not ready and does the work itself
+
+
+class _Pool:
+    """The spares the server holds, oldest first; only the oldest is announced a request."""
+
+    def __init__(self, loop: ServerLoop, keep_closed: tuple[int, ...]) -> None:
+        self.loop = loop
+        self.keep_closed = keep_closed
+        self.spares: list[_Spare] = []
+
+    def _fds(self, running: int | None) -> tuple[int, ...]:
+        # A spare closes every other child's pipe ends: a spare's request pipe must reach end
+        # of file when the server closes it, and a running child's exit pipe only its own.
+        others = [fd for spare in self.spares for fd in (spare.request_write, spare.exit_read)]
+        return (*self.keep_closed, *others, *(() if running is None else (running,)))
+
+    def fill(self, running: int | None = None) -> None:
+        while len(self.spares) < self.loop.spares:
+            self.spares.append(self.loop.fork_spare(self._fds(running)))
+
+    def take(self, asked: dict[str, Any] | None) -> _Spare:
+        """The spare for the request asked: the oldest, unless it was readied for another
+        request (then the next, which was readied for none; or a new one)."""
+        if self.spares and self.spares[0].expected not in (None, asked):
+            self.spares.pop(0).discard()
+        if not self.spares:
+            self.fill()
+        return self.spares.pop(0)
+
+    def announce(self, request: dict[str, Any] | None, running: int | None = None) -> None:
+        """Ready the oldest spare for request, the next one the parent will ask for."""
+        if request is None or not self.spares:
+            return
+        spare = self.spares[0]
+        if spare.expected is not None and spare.expected != request:
+            spare.discard()
+            self.spares.pop(0)
+            spare = self.loop.fork_spare(self._fds(running))
+            self.spares.insert(0, spare)
+        if spare.expected is None and not spare.expect(request):
+            spare.discard()
+            self.spares.pop(0)
+
+    def renew(self) -> None:
+        expected = self.spares[0].expected if self.spares else None
+        self.discard()
+        self.fill()
+        self.announce(expected)
+
+    def discard(self) -> None:
+        while self.spares:
+            self.spares.pop().discard()
 
 
 def _run(work: Callable[[], bool]) -> bool:
@@ -182,18 +250,27 @@ class _Spare:
     exit_read: int
     expected: dict[str, Any] | None = None  # the request it was made ready for
 
-    def hand(self, request: dict[str, Any]) -> bool:
-        """Send the child its request; False when it is gone already."""
-        data = (json.dumps(request) + "\n").encode()
+    def _send(self, message: dict[str, Any]) -> bool:
+        data = (json.dumps(message) + "\n").encode()
         try:
             while data:
                 data = data[os.write(self.request_write, data) :]
         except OSError:
             return False
+        return True
+
+    def expect(self, request: dict[str, Any]) -> bool:
+        """Announce the request it will be asked to run; False when it is gone already."""
+        self.expected = request
+        return self._send({"expect": request})
+
+    def hand(self, request: dict[str, Any]) -> bool:
+        """Send the child its request; False when it is gone already."""
+        try:
+            return self._send(request)
         finally:
             os.close(self.request_write)
             self.request_write = -1
-        return True
 
     def discard(self) -> None:
         """Kill and reap a child that will run nothing."""
@@ -210,15 +287,6 @@ class _Spare:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
             pass
-
-
-def _read_request(fd: int) -> dict[str, Any] | None:
-    """The request a spare child waits for; None at end of file (no request will come)."""
-    data = b""
-    while chunk := os.read(fd, 65536):
-        data += chunk
-    os.close(fd)
-    return json.loads(data) if data.strip() else None
 
 
 def _wait_child(pid: int, exit_read: int) -> tuple[int, bool]:

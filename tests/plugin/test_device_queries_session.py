@@ -42,6 +42,12 @@ def _lazy_init():
 def is_available():
     return True  # as through NVML: initializes nothing
 
+def init():
+    _lazy_init()
+
+def synchronize():
+    _lazy_init()
+
 def device_count():
     return 2
 
@@ -110,6 +116,8 @@ pytestmark = pytest.mark.skipif(torch.cuda.get_device_capability()[0] < 8, reaso
 
 @pytest.mark.parametrize("i", range(3000))
 def test_kernel(i):
+    with open("initialized-at-start", "a") as f:
+        f.write(f"{torch.cuda.is_initialized()}\\n")
     if i % 3 == 2:
         pytest.skip("a variant this device lacks")
     assert torch.cuda.get_device_capability is torch.cuda.ORIGINALS["get_device_capability"]
@@ -145,7 +153,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def _reset(pytester: pytest.Pytester) -> None:
-    for name in ("cuda-init-pids", "pytest-pid", "test-pids"):
+    for name in ("cuda-init-pids", "pytest-pid", "test-pids", "initialized-at-start"):
         (pytester.path / name).unlink(missing_ok=True)
 
 
@@ -167,21 +175,67 @@ def test_a_heavy_suite_whose_collection_asks_the_device_forks_and_never_initiali
     assert not recollected, "forked children do not import the conftest again"
     assert len(children) == 3 and parent not in children
     assert set(children) <= set(initialized), "each child initialized CUDA itself, for real"
+    # ini cold_compile_cuda_ahead auto: collection asked the device, so each child made its
+    # context before its test began, as in-process every test finds CUDA initialized.
+    assert _lines(pytester.path / "initialized-at-start") == ["True"] * 4
     reason = (
         "auto: collection's 7 device queries (torch.cuda.current_device from tritonlike.py:9, "
         "torch.cuda.get_device_capability from tritonlike.py:10, torch.cuda.get_device_name "
         "from conftest.py:8, ...) were answered from a probe process; the pytest process never "
-        "initialized CUDA, forking is safe"
+        "initialized CUDA, forking is safe; each child creates its CUDA context before its test "
+        "(cold_compile_cuda_ahead auto: collection asked the device), 3 forked ahead"
     )
     records = json.loads((pytester.path / "cold.json").read_text())
     assert {r["mode"] for r in records.values()} == {"fork"}
     assert {r["mode_reason"] for r in records.values()} == {reason}
+    assert {r["cuda_ahead"] for r in records.values()} == {True}
     out = result.stdout.str()
     assert f"cold-compile: fork ({reason})" in out
     assert f"run as fork ({reason})" in out
     header = out.split("collected")[0]
     assert ("cold-compile: so far collection's 4 device queries (torch.cuda.current_device from "
             "tritonlike.py:9, ") in header  # the conftest's, before the test module's
+
+
+@pytest.mark.parametrize("forked_ahead", ["auto", "1"])
+def test_cuda_ahead_false_leaves_each_child_to_initialize_cuda_in_its_test(
+    pytester: pytest.Pytester, forked_ahead: str
+) -> None:
+    _heavy_suite(pytester)
+    result = run(pytester, "-p", "fakedriver", *LIGHT_PRELOAD, "--cold-compile",
+                 "-o", "cold_compile_cuda_ahead=false", "-o",
+                 f"cold_compile_forked_ahead={forked_ahead}",
+                 "--cold-compile-report=cold.json", *SELECTED)
+    result.assert_outcomes(passed=3, skipped=1)
+    assert _lines(pytester.path / "initialized-at-start") == ["False"] * 4
+    records = json.loads((pytester.path / "cold.json").read_text())
+    assert {r["cuda_ahead"] for r in records.values()} == {False}
+    (reason,) = {r["mode_reason"] for r in records.values()}
+    assert reason.endswith("forking is safe"), reason
+
+
+def test_a_suite_whose_collection_asked_nothing_makes_no_context_ahead(
+    pytester: pytest.Pytester,
+) -> None:
+    _heavy_suite(pytester)
+    pytester.makeconftest("")
+    # Nothing asks the device at collection; the tests do.
+    pytester.makepyfile(test_heavy="""
+import pytest
+import torch
+
+@pytest.mark.parametrize("i", range(3000))
+def test_kernel(i):
+    with open("initialized-at-start", "a") as f:
+        f.write(f"{torch.cuda.is_initialized()}\\n")
+    assert torch.cuda.get_device_capability() == (9, 0)
+""")
+    result = run(pytester, "-p", "fakedriver", *LIGHT_PRELOAD, "--cold-compile",
+                 "--cold-compile-report=cold.json", *SELECTED)
+    result.assert_outcomes(passed=4)
+    assert _lines(pytester.path / "initialized-at-start") == ["False"] * 4
+    records = json.loads((pytester.path / "cold.json").read_text())
+    assert {r["cuda_ahead"] for r in records.values()} == {False}
 
 
 def test_answering_turned_off_leaves_the_queries_to_the_driver(pytester: pytest.Pytester) -> None:

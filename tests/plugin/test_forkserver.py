@@ -432,3 +432,62 @@ def test_a_finished_childs_directory_is_removed_while_the_next_child_runs(
     server.remove_later(str(last))
     server.stop()
     assert not last.exists()
+
+
+def warmed_in(directory: Path) -> Any:
+    """warm_spare: leave a file saying this child warmed before any request reached it."""
+
+    def warm() -> None:
+        Path(directory, f"warm-{os.getpid()}").write_text(str(os.getpid()))
+
+    return warm
+
+
+@linux_only
+def test_a_pool_of_spares_keeps_that_many_children_warmed_ahead(tmp_path: Path) -> None:
+    """spares=3: three children wait, each warmed as soon as forked; a request runs in the
+    oldest, the announced one is readied in the next, and the pool is forked full again."""
+    srv = ForkServer(sleeper, child_ready=ready_marker, spares=3,
+                     warm_spare=warmed_in(tmp_path))
+    srv.start()
+    try:
+        assert srv.pid is not None
+        waiting = wait_children(srv.pid, 3)
+        for pid in waiting:
+            read_pid(tmp_path / f"warm-{pid}")  # exists once it has warmed
+        first = srv.run(tagged(tmp_path, "A", next=tagged(tmp_path, "B")), timeout=20)
+        assert first.pid in waiting
+        assert len(wait_children(srv.pid, 3)) == 3
+        second = srv.run(tagged(tmp_path, "B"), timeout=20)
+        assert second.pid in waiting and second.pid != first.pid
+        assert readied_for(tmp_path, second.pid) == "B"
+        third = srv.run(tagged(tmp_path, "C"), timeout=20)  # announced to none
+        assert third.pid in waiting and readied_for(tmp_path, third.pid) is None
+        for ended, tag in ((first, "A"), (second, "B"), (third, "C")):
+            assert ended.pid == read_pid(tmp_path / f"{tag}.pid")
+            assert (tmp_path / f"warm-{ended.pid}").exists()
+    finally:
+        srv.stop()
+    assert all(wait_gone(pid, within=10) for pid in waiting)
+
+
+@linux_only
+def test_in_a_pool_a_spare_readied_for_another_request_is_replaced(tmp_path: Path) -> None:
+    srv = ForkServer(sleeper, child_ready=ready_marker, spares=2)
+    srv.start()
+    try:
+        srv.run(tagged(tmp_path, "A", next=tagged(tmp_path, "B")), timeout=20)
+        assert srv.pid is not None
+        deadline = time.monotonic() + 10
+        readied: list[int] = []
+        while not readied and time.monotonic() < deadline:
+            readied = [p for p in wait_children(srv.pid, 2) if readied_for(tmp_path, p) == "B"]
+            time.sleep(0.02)
+        (readied_pid,) = readied
+        ended = srv.run(tagged(tmp_path, "C", code=6), timeout=20)  # not the announced one
+        assert (ended.returncode, ended.pid) == (6, read_pid(tmp_path / "C.pid"))
+        assert ended.pid != readied_pid and readied_for(tmp_path, ended.pid) is None
+        assert wait_gone(readied_pid, within=10)
+        assert not (tmp_path / "B.pid").exists()
+    finally:
+        srv.stop()

@@ -21,7 +21,8 @@ def test_help_documents_every_option_and_ini_key(pytester: pytest.Pytester) -> N
         ]
     )
     for key in ("cold_compile (bool)", "cold_compile_mode", "cold_compile_timeout", "smem_limit",
-                "cold_compile_warm_ahead", "cold_compile_preload",
+                "cold_compile_warm_ahead", "cold_compile_preload", "cold_compile_cuda_ahead",
+                "cold_compile_forked_ahead",
                 "cold_compile_answer_device_queries"):
         result.stdout.fnmatch_lines([f"*{key}*"])
     result.stdout.no_fnmatch_line("*--cold-compile-child*")  # internal
@@ -76,6 +77,21 @@ def test_markers_are_documented(pytester: pytest.Pytester) -> None:
             [],
             "cold_compile_warm_ahead = sometimes",
             "ini cold_compile_warm_ahead: expected true or false (invalid truth value 'sometimes')",
+        ),
+        (
+            [],
+            "cold_compile_cuda_ahead = sometimes",
+            "ini cold_compile_cuda_ahead: expected auto, true or false, got 'sometimes'",
+        ),
+        (
+            [],
+            "cold_compile_forked_ahead = 0",
+            "ini cold_compile_forked_ahead: expected auto or a whole number >= 1, got '0'",
+        ),
+        (
+            [],
+            "cold_compile_forked_ahead = many",
+            "ini cold_compile_forked_ahead: expected auto or a whole number >= 1, got 'many'",
         ),
         (
             [],
