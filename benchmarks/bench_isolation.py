@@ -9,8 +9,8 @@ zygote, spawn; fork-context-in-test (fork, ini cold_compile_cuda_ahead false: ea
 its CUDA context), fork-one-ahead (fork, contexts made ahead, one child forked ahead). Kinds:
 "trivial" (the module imports torch and triton), "pure-python" (no torch import; --pure-tests
 tests), "cuda" (each test runs one CUDA op), "collection-cuda" (the module calls
-torch.cuda.is_available() at import with PYTORCH_NVML_BASED_CUDA_CHECK=0, which asks the CUDA driver: the plugin answers it from its probe process, so the pytest process stays
-CUDA-clean and `auto` forks; each test runs one CUDA op), "heavy-collection-cuda"
+torch.cuda.is_available() at import with PYTORCH_NVML_BASED_CUDA_CHECK=0, which asks the CUDA
+driver: the plugin answers it from its probe process, so the pytest process stays CUDA-clean and `auto` forks; each test runs one CUDA op), "heavy-collection-cuda"
 (a module of 5,000 parametrized items, of which --heavy-tests run in every mode, and a
 conftest that initializes CUDA at collection as Triton's driver does: current_device() and
 get_device_capability() through driver.active.get_current_target(); each test runs one CUDA
