@@ -4,24 +4,24 @@ a timed test).
     python benchmarks/bench_isolation.py [--tests 10] [--spawn-tests 3] [--pure-tests 900]
         [--heavy-tests 30] [--repeats 1] [--out benchmarks/results/isolation-h200.json]
 
-Each (mode, kind) runs as its own pytest process; modes: plain (no cold run), auto, fork,
-zygote, spawn; fork-context-in-test (fork, ini cold_compile_cuda_ahead false: each test makes
-its CUDA context), fork-one-ahead (fork, contexts made ahead, one child forked ahead). Kinds:
-"trivial" (the module imports torch and triton), "pure-python" (no torch import; --pure-tests
-tests), "cuda" (each test runs one CUDA op), "collection-cuda" (the module calls
-torch.cuda.is_available() at import with PYTORCH_NVML_BASED_CUDA_CHECK=0, which asks the CUDA
-driver: the plugin answers it from its probe process, so the pytest process stays CUDA-clean and `auto` forks; each test runs one CUDA op), "heavy-collection-cuda"
-(a module of 5,000 parametrized items, of which --heavy-tests run in every mode, and a
-conftest that initializes CUDA at collection as Triton's driver does: current_device() and
-get_device_capability() through driver.active.get_current_target(); each test runs one CUDA
-op). Each row: wall seconds and CPU seconds (user + system of the whole process tree, from
-wait4), medians over --repeats of a plain run and the mode's run back to back; ratio = the
+Each (mode, kind) runs as its own pytest process; modes: plain (no cold run), auto, fork, zygote,
+spawn; fork-context-in-test (fork, ini cold_compile_cuda_ahead false: each test makes its CUDA
+context), fork-one-ahead (fork, contexts made ahead, one child forked ahead). Kinds: "trivial" (the
+module imports torch and triton), "pure-python" (no torch import; --pure-tests tests), "cuda" (each
+test runs one CUDA op), "collection-cuda" (the module calls torch.cuda.is_available() at import
+with PYTORCH_NVML_BASED_CUDA_CHECK=0, which asks the CUDA driver: the plugin answers it from its
+probe process, so the pytest process stays CUDA-clean and `auto` forks; each test runs one CUDA
+op), "heavy-collection-cuda" (a module of 5,000 parametrized items, of which --heavy-tests run in
+every mode, and a conftest that initializes CUDA at collection as Triton's driver does:
+current_device() and get_device_capability() through driver.active.get_current_target(); each test
+runs one CUDA op). Each row: wall seconds and CPU seconds (user + system of the whole process tree,
+from wait4), medians over --repeats of a plain run and the mode's run back to back; ratio = the
 mode's wall / the plain wall and cpu_ratio = the same of CPU seconds (same kind and tests);
-overhead_ms and overhead_cpu_ms = the paired differences' median per test; child_median_ms =
-a cold child's median wall time, request to exit (the report's total_s). Without a GPU
-the CUDA kinds are skipped with a note. The first three kinds took about 4 minutes on the H200
-with the defaults; pure-python and heavy-collection-cuda add more, since each zygote and spawned
-child collects its module again (900 children, and 30 that collect 5,000 items each).
+overhead_ms and overhead_cpu_ms = the paired differences' median per test; child_median_ms = a cold
+child's median wall time, request to exit (the report's total_s). Without a GPU the CUDA kinds are
+skipped with a note. The first three kinds took about 4 minutes on the H200 with the defaults;
+pure-python and heavy-collection-cuda add more, since each zygote and spawned child collects its
+module again (900 children, and 30 that collect 5,000 items each).
 """
 
 from __future__ import annotations
