@@ -26,6 +26,8 @@
 #               (TRITON_COLD_ARGS: more options of the cold run)
 #   first-launch  each phase of a fresh process's first Triton launch in an empty cache, the
 #               driver's C utilities compiled per process and shared (triton_first_launch.py)
+#   timeline    where a cold GPU test's wall time goes, phase by phase, with CUDA contexts made
+#               ahead or in the test and one child forked ahead (cold_child_timeline.py)
 #   plain       what a session with no cold test pays for the plugin, NVML's CUDA check against
 #               the driver's included (docs/evidence/plain_session_cost.py)
 #   suite       the README's test command, `pytest -n 8`, with what the machine lacks installed
@@ -37,7 +39,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-(($#)) || { sed -n '2,34p' "$0"; exit 2; }
+(($#)) || { sed -n '2,36p' "$0"; exit 2; }
 
 CAP=101376
 T=tests/regressions/test_cold_force_loss.py::test_compiled_force_loss_step_cold
@@ -170,6 +172,9 @@ PY
     first-launch)
         run first-launch 200 python3 docs/evidence/triton_first_launch.py --runs 3
         grep -hE '^(private|shared)' "$OUT/first-launch.log" >> "$OUT/summary.txt" ;;
+    timeline)
+        run timeline 300 python3 docs/evidence/cold_child_timeline.py --tests 40
+        grep -hE 'per test|first op' "$OUT/timeline.log" >> "$OUT/summary.txt" ;;
     plain)
         run plain-session 300 python3 docs/evidence/plain_session_cost.py --repeats 3
         grep -hE 'trivial tests|wall .* cpu' "$OUT/plain-session.log" >> "$OUT/summary.txt" ;;
