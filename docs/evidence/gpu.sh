@@ -28,6 +28,8 @@
 #               driver's C utilities compiled per process and shared (triton_first_launch.py)
 #   timeline    where a cold GPU test's wall time goes, phase by phase, with CUDA contexts made
 #               ahead or in the test and one child forked ahead (cold_child_timeline.py)
+#   contexts    whether the driver makes CUDA contexts in parallel: 1 to 16 processes at once
+#               (cuda_context_concurrency.py)
 #   plain       what a session with no cold test pays for the plugin, NVML's CUDA check against
 #               the driver's included (docs/evidence/plain_session_cost.py)
 #   suite       the README's test command, `pytest -n 8`, with what the machine lacks installed
@@ -39,7 +41,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source docs/evidence/lib.sh
-(($#)) || { sed -n '2,36p' "$0"; exit 2; }
+(($#)) || { sed -n '2,38p' "$0"; exit 2; }
 
 CAP=101376
 T=tests/regressions/test_cold_force_loss.py::test_compiled_force_loss_step_cold
@@ -175,6 +177,9 @@ PY
     timeline)
         run timeline 300 python3 docs/evidence/cold_child_timeline.py --tests 40
         grep -hE 'per test|first op' "$OUT/timeline.log" >> "$OUT/summary.txt" ;;
+    contexts)
+        run contexts 200 python3 docs/evidence/cuda_context_concurrency.py
+        grep -h 'at once' "$OUT/contexts.log" >> "$OUT/summary.txt" ;;
     plain)
         run plain-session 300 python3 docs/evidence/plain_session_cost.py --repeats 3
         grep -hE 'trivial tests|wall .* cpu' "$OUT/plain-session.log" >> "$OUT/summary.txt" ;;
