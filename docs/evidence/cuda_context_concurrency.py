@@ -1,12 +1,13 @@
 """Whether CUDA contexts are made in parallel: N processes forked from one that imported torch
 (CUDA untouched, as the fork server) each make their context at the same moment.
 
-    python docs/evidence/cuda_context_concurrency.py [--counts 1,2,4,8,16]
+    python docs/evidence/cuda_context_concurrency.py [--counts 1,2,4,8,16] [--hold]
 
 Per N: the wall time until every process has its context (torch.cuda.init and a synchronize),
 the median per process, and contexts per second; then the same for each process's first CUDA op
 after that (torch.ones(4).sum().item(), which loads torch's kernels lazily). Contexts made one
-after another by the driver show as a wall time growing with N.
+after another by the driver show as a wall time growing with N. --hold: another process holds a
+CUDA context throughout (the driver stays initialized between rounds without persistence mode).
 """
 
 from __future__ import annotations
@@ -62,10 +63,25 @@ def one_round(n: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--counts", default="1,2,4,8,16")
-    counts = [int(c) for c in parser.parse_args().counts.split(",")]
+    parser.add_argument("--hold", action="store_true")
+    args = parser.parse_args()
+    counts = [int(c) for c in args.counts.split(",")]
     assert not torch.cuda.is_initialized()
-    for n in counts:
-        print(one_round(n), flush=True)
+    if args.hold:
+        holder = os.fork()
+        if holder == 0:
+            torch.cuda.init()
+            torch.cuda.synchronize()
+            time.sleep(3600)
+            os._exit(0)
+        time.sleep(3)
+    try:
+        for n in counts:
+            print(("holding " if args.hold else "") + one_round(n), flush=True)
+    finally:
+        if args.hold:
+            os.kill(holder, 9)
+            os.waitpid(holder, 0)
 
 
 if __name__ == "__main__":

@@ -178,8 +178,10 @@ PY
         run timeline 300 python3 docs/evidence/cold_child_timeline.py --tests 40
         grep -hE 'per test|first op' "$OUT/timeline.log" >> "$OUT/summary.txt" ;;
     contexts)
-        run contexts 200 python3 docs/evidence/cuda_context_concurrency.py
-        grep -h 'at once' "$OUT/contexts.log" >> "$OUT/summary.txt" ;;
+        run contexts 200 bash -c "nvidia-smi -q | grep -i persistence; \
+            python3 docs/evidence/cuda_context_concurrency.py; \
+            python3 docs/evidence/cuda_context_concurrency.py --hold"
+        grep -hiE 'at once|persistence' "$OUT/contexts.log" >> "$OUT/summary.txt" ;;
     plain)
         run plain-session 300 python3 docs/evidence/plain_session_cost.py --repeats 3
         grep -hE 'trivial tests|wall .* cpu' "$OUT/plain-session.log" >> "$OUT/summary.txt" ;;
