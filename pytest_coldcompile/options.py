@@ -17,9 +17,6 @@ from typing import Any
 import pytest
 
 MODES = ("auto", "fork", "zygote", "spawn")
-# Children kept forked ahead, by default, where each creates its CUDA context ahead: a context
-# takes longer to make than a small GPU test takes to run (docs/design.md).
-FORKED_AHEAD_WITH_CUDA = 3
 # What the zygote imports when cold_compile_preload names nothing, each where installed.
 DEFAULT_PRELOAD = ("torch", "triton")
 
@@ -55,10 +52,9 @@ CUDA_AHEAD_HELP = (
     "mode only; nothing is compiled or allocated."
 )
 FORKED_AHEAD_HELP = (
-    "How many cold children the fork server keeps forked ahead of their tests: auto "
-    f"(default: 1, or {FORKED_AHEAD_WITH_CUDA} where children create their CUDA context ahead) "
-    "or a whole number >= 1. Each holds a process (and a CUDA context where they are made "
-    "ahead) while it waits."
+    "How many cold children the fork server keeps forked ahead of their tests, a whole number "
+    ">= 1 (default 1). The first is readied for the next test; the others wait, each with its "
+    "CUDA context where contexts are made ahead. Each holds a process while it waits."
 )
 ANSWER_HELP = (
     "While conftests and test modules are imported and collected, answer torch.cuda's device "
@@ -142,7 +138,7 @@ class Settings:
     child_spec: str | None  # set only in a spawned cold child
     warm_ahead: bool = True
     cuda_ahead: bool | None = None  # None: auto (engine.ColdEngine decides after collection)
-    forked_ahead: int | None = None  # None: auto
+    forked_ahead: int = 1
     prove: bool = False  # --cold-compile-prove / ini cold_compile_prove
     smem_device: str | None = None  # the device --smem-limit/ini smem_limit named, if any
     emulate_device: str | None = None
@@ -168,8 +164,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("cold_compile_preload", PRELOAD_HELP, type="linelist", default=[])
     parser.addini("cold_compile_warm_ahead", WARM_AHEAD_HELP, type="bool", default=True)
     parser.addini("cold_compile_cuda_ahead", CUDA_AHEAD_HELP, default="auto")
-    parser.addini("cold_compile_forked_ahead",
-                  FORKED_AHEAD_HELP, default="auto")
+    parser.addini("cold_compile_forked_ahead", FORKED_AHEAD_HELP, default="1")
     parser.addini("cold_compile_answer_device_queries", ANSWER_HELP, type="bool", default=True)
     parser.addini("smem_limit", SMEM_HELP, default="")
     parser.addini("cold_compile_prove", PROVE_HELP, type="bool", default=False)
@@ -292,18 +287,15 @@ def ini_auto_bool(config: pytest.Config, key: str) -> bool | None:
     raise pytest.UsageError(f"ini {key}: expected auto, true or false, got {value!r}")
 
 
-def ini_auto_count(config: pytest.Config, key: str) -> int | None:
-    """An ini key of auto or a whole number >= 1; None for auto."""
+def ini_count(config: pytest.Config, key: str) -> int:
+    """An ini key of a whole number >= 1."""
     value = config.getini(key)
-    text = str(value).strip().lower()
-    if text == "auto":
-        return None
     try:
-        count = int(text)
+        count = int(str(value).strip())
     except ValueError:
         count = 0
     if count < 1:
-        raise pytest.UsageError(f"ini {key}: expected auto or a whole number >= 1, got {value!r}")
+        raise pytest.UsageError(f"ini {key}: expected a whole number >= 1, got {value!r}")
     return count
 
 
@@ -366,7 +358,7 @@ def load(config: pytest.Config) -> Settings:
         child_spec=opt.cold_compile_child,
         warm_ahead=warm_ahead,
         cuda_ahead=ini_auto_bool(config, "cold_compile_cuda_ahead"),
-        forked_ahead=ini_auto_count(config, "cold_compile_forked_ahead"),
+        forked_ahead=ini_count(config, "cold_compile_forked_ahead"),
         prove=bool(opt.cold_compile_prove) or ini_bool(config, "cold_compile_prove"),
         smem_device=smem_device,
         emulate_device=emulate_device,

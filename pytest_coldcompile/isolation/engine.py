@@ -84,16 +84,14 @@ def _ahead(s: options.Settings, mode: str) -> tuple[bool, int, str]:
     initialized: by collection, or by the test before)."""
     if mode != "fork":
         return False, 1, ""
-    why = ""
-    cuda_ahead = s.cuda_ahead
+    cuda_ahead, why = s.cuda_ahead, ""
     if cuda_ahead is None:
         cuda_ahead = device_queries.answered_any()
         why = " (cold_compile_cuda_ahead auto: collection asked the device)"
-    count = s.forked_ahead or (options.FORKED_AHEAD_WITH_CUDA if cuda_ahead else 1)
-    if not cuda_ahead:
-        return False, count, ""
-    return True, count, (f"each child creates its CUDA context before its test{why}, "
-                         f"{count} forked ahead")
+    words = [f"each child creates its CUDA context before its test{why}"] if cuda_ahead else []
+    if s.forked_ahead > 1:
+        words.append(f"{s.forked_ahead} children forked ahead")
+    return cuda_ahead, s.forked_ahead, ", ".join(words)
 
 
 def _cuda_initialized() -> bool:

@@ -86,12 +86,12 @@ def test_markers_are_documented(pytester: pytest.Pytester) -> None:
         (
             [],
             "cold_compile_forked_ahead = 0",
-            "ini cold_compile_forked_ahead: expected auto or a whole number >= 1, got '0'",
+            "ini cold_compile_forked_ahead: expected a whole number >= 1, got '0'",
         ),
         (
             [],
             "cold_compile_forked_ahead = many",
-            "ini cold_compile_forked_ahead: expected auto or a whole number >= 1, got 'many'",
+            "ini cold_compile_forked_ahead: expected a whole number >= 1, got 'many'",
         ),
         (
             [],
