@@ -201,7 +201,7 @@ PY
 
 for name in "$@"; do  # refuse a misspelt step before spending any device time
     case "$name" in
-    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|plain|suite|triton-suite|first-launch) ;;
+    tests|plugin|two-gpus|regressions|gates|emulate|cold|zygote|phases|selection|bench|eager|isolation|sweep|plain|suite|triton-suite|first-launch|timeline|contexts) ;;
     *) step "$name"; exit 2 ;;
     esac
 done
