@@ -104,8 +104,7 @@ class ServerLoop:
                 # request while this one runs, and the pool forked full again: where a core is
                 # free, the forks (milliseconds for a process holding torch) and the children's
                 # set-up leave the critical path.
-                pool.fill(running=child.exit_read)
-                pool.announce(announced, running=child.exit_read)
+                pool.refill(announced, running=child.exit_read)
                 status, exited = _wait_child(child.pid, child.exit_read)
                 os.close(child.exit_read)
                 kill_group(child.pid)  # leftovers of an exited child (a leaked pool, a compiler)
@@ -127,10 +126,13 @@ class ServerLoop:
             pool.discard()
             _reap(exiting, block=True)
 
-    def fork_spare(self, keep_closed: tuple[int, ...]) -> _Spare:
-        """Fork a child for a later request; it runs warm_spare, then waits, in its own process
-        group, for messages on a pipe of its own: a request announced (it runs child_ready on
-        it) and then the request itself (it runs child_main). At end of file it exits."""
+    def fork_spare(
+        self, keep_closed: tuple[int, ...], expected: dict[str, Any] | None = None
+    ) -> _Spare:
+        """Fork a child for a later request; it runs warm_spare, then child_ready on expected
+        (the request announced, when known at the fork), then waits, in its own process group,
+        for messages on a pipe of its own: a request announced (it runs child_ready on it) and
+        then the request itself (it runs child_main). At end of file it exits."""
         server = os.getpid()
         request_read, request_write = os.pipe()
         exit_read, exit_write = os.pipe()
@@ -148,6 +150,8 @@ class ServerLoop:
                         self.warm_spare()
                     except BaseException:
                         pass  # the test meets what was not warmed as a fresh process does
+                if expected is not None:
+                    self._ready(expected)
                 request = self._await_request(pipes.Lines(request_read))
                 if request is not None:
                     code = 70  # child_main must not return
@@ -161,7 +165,14 @@ class ServerLoop:
             os.setpgid(pid, pid)  # also here: the parent may kill the group at once
         except OSError:
             pass
-        return _Spare(pid, request_write, exit_read)
+        return _Spare(pid, request_write, exit_read, expected)
+
+    def _ready(self, expected: dict[str, Any]) -> None:
+        if self.child_ready is not None:
+            try:
+                self.child_ready(expected)
+            except BaseException:
+                pass  # child_main finds it not ready and does the work itself
 
     def _await_request(self, messages: pipes.Lines) -> dict[str, Any] | None:
         """In a spare: the request it is to run, readying for an announced one on the way;
@@ -175,11 +186,7 @@ class ServerLoop:
                 continue
             if "expect" not in message:
                 return message
-            if self.child_ready is not None:
-                try:
-                    self.child_ready(message["expect"])
-                except BaseException:
-                    pass  # child_main finds it not ready and does the work itself
+            self._ready(message["expect"])
 
 
 class _Pool:
@@ -193,7 +200,8 @@ class _Pool:
     def _fds(self, running: int | None) -> tuple[int, ...]:
         # A spare closes every other child's pipe ends: a spare's request pipe must reach end
         # of file when the server closes it, and a running child's exit pipe only its own.
-        others = [fd for spare in self.spares for fd in (spare.request_write, spare.exit_read)]
+        others = [fd for spare in self.spares for fd in (spare.request_write, spare.exit_read)
+                  if fd >= 0]  # a discarded spare's are closed already
         return (*self.keep_closed, *others, *(() if running is None else (running,)))
 
     def fill(self, running: int | None = None) -> None:
@@ -209,6 +217,16 @@ class _Pool:
             self.fill()
         return self.spares.pop(0)
 
+    def refill(self, announced: dict[str, Any] | None, running: int) -> None:
+        """After a spare was handed its request: the pool forked full again, the oldest spare
+        readied for the announced request. A spare forked now is given it at the fork (no
+        message to write and read: with one spare, the common case, every time)."""
+        if announced is not None and not self.spares:
+            self.spares.append(self.loop.fork_spare(self._fds(running), expected=announced))
+        else:
+            self.announce(announced, running)
+        self.fill(running)
+
     def announce(self, request: dict[str, Any] | None, running: int | None = None) -> None:
         """Ready the oldest spare for request, the next one the parent will ask for."""
         if request is None or not self.spares:
@@ -216,9 +234,7 @@ class _Pool:
         spare = self.spares[0]
         if spare.expected is not None and spare.expected != request:
             spare.discard()
-            self.spares.pop(0)
-            spare = self.loop.fork_spare(self._fds(running))
-            self.spares.insert(0, spare)
+            self.spares[0] = spare = self.loop.fork_spare(self._fds(running), expected=request)
         if spare.expected is None and not spare.expect(request):
             spare.discard()
             self.spares.pop(0)
