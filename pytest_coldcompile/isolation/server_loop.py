@@ -1,6 +1,7 @@
-"""The fork server's own side: its loop over the parent's requests, the child it forks ahead of
-each request (readied for the announced one), reaping, and the step after each child. Runs in
-the server process; the parent's handle is ``forkserver.ForkServer``.
+"""The fork server's own side: its loop over the parent's requests, the children it keeps
+forked ahead of them (a pool; the oldest readied for the announced request), reaping, and the
+step after each child. Runs in the server process; the parent's handle is
+``forkserver.ForkServer``.
 """
 
 from __future__ import annotations
