@@ -77,13 +77,13 @@ def choose_mode(
     )
 
 
-def _ahead(s: options.Settings, mode: str) -> tuple[bool, int, str]:
-    """(whether children make their CUDA context ahead, how many are forked ahead, the words
-    for mode_reason) once collection is over: ini cold_compile_cuda_ahead's auto is true where
-    collection asked the device, as a GPU suite does (in-process its tests then find CUDA
-    initialized: by collection, or by the test before)."""
+def _ahead(s: options.Settings, mode: str) -> tuple[bool, str]:
+    """(whether children make their CUDA context ahead, the words for mode_reason) once
+    collection is over: ini cold_compile_cuda_ahead's auto is true where collection asked the
+    device, as a GPU suite does (in-process its tests then find CUDA initialized: by
+    collection, or by the test before)."""
     if mode != "fork":
-        return False, 1, ""
+        return False, ""
     cuda_ahead, why = s.cuda_ahead, ""
     if cuda_ahead is None:
         cuda_ahead = device_queries.answered_any()
@@ -91,7 +91,7 @@ def _ahead(s: options.Settings, mode: str) -> tuple[bool, int, str]:
     words = [f"each child creates its CUDA context before its test{why}"] if cuda_ahead else []
     if s.forked_ahead > 1:
         words.append(f"{s.forked_ahead} children forked ahead")
-    return cuda_ahead, s.forked_ahead, ", ".join(words)
+    return cuda_ahead, ", ".join(words)
 
 
 def _cuda_initialized() -> bool:
@@ -146,7 +146,7 @@ class ColdEngine:
             options.settings(self.config), self.zygote is not None, zygote.not_started(self.config)
         )
         settings = options.settings(self.config)
-        self.cuda_ahead, self.forked_ahead, ahead_why = _ahead(settings, self.mode)
+        self.cuda_ahead, ahead_why = _ahead(settings, self.mode)
         if ahead_why:
             self.reason += "; " + ahead_why
         if settings.mode in ("auto", "fork"):
@@ -192,7 +192,8 @@ class ColdEngine:
             sys.stderr.flush()
             self.server = ForkServer(
                 self._child_main, preload=self._preload, child_ready=self._child_ready,
-                after_child=shared_imports.after_child, spares=self.forked_ahead,
+                after_child=shared_imports.after_child,
+                spares=options.settings(self.config).forked_ahead,
                 warm_spare=self._warm_spare if self.cuda_ahead else None,
             )
             self.server.start()

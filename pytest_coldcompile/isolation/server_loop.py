@@ -218,33 +218,23 @@ class _Pool:
             self.fill()
         return self.spares.pop(0)
 
-    def refill(self, announced: dict[str, Any] | None, running: int) -> None:
-        """After a spare was handed its request: the pool forked full again, the oldest spare
-        readied for the announced request. A spare forked now is given it at the fork (no
-        message to write and read: with one spare, the common case, every time)."""
-        if announced is not None and not self.spares:
-            self.spares.append(self.loop.fork_spare(self._fds(running), expected=announced))
-        else:
-            self.announce(announced, running)
+    def refill(self, announced: dict[str, Any] | None, running: int | None = None) -> None:
+        """The pool forked full again, its oldest spare readied for the announced request (the
+        next one the parent will ask for). A spare forked now is given it at the fork: no
+        message to write and read (with one spare, the common case, every time); an older one
+        is sent it."""
+        if announced is not None:
+            if not self.spares:
+                self.spares.append(self.loop.fork_spare(self._fds(running), expected=announced))
+            elif not self.spares[0].expect(announced):  # it died waiting
+                self.spares.pop(0).discard()
         self.fill(running)
 
-    def announce(self, request: dict[str, Any] | None, running: int | None = None) -> None:
-        """Ready the oldest spare for request, the next one the parent will ask for."""
-        if request is None or not self.spares:
-            return
-        spare = self.spares[0]
-        if spare.expected is not None and spare.expected != request:
-            spare.discard()
-            self.spares[0] = spare = self.loop.fork_spare(self._fds(running), expected=request)
-        if spare.expected is None and not spare.expect(request):
-            spare.discard()
-            self.spares.pop(0)
-
     def renew(self) -> None:
+        """Every spare forked again from the server as it is now, the announced one readied."""
         expected = self.spares[0].expected if self.spares else None
         self.discard()
-        self.fill()
-        self.announce(expected)
+        self.refill(expected)
 
     def discard(self) -> None:
         while self.spares:
