@@ -9,8 +9,8 @@ pytest_plugins = ["pytester"]
 
 # One directory of Inductor's precompiled C++ header for the whole run: the xdist workers and
 # every pytester session the plugin's tests start inherit it, so a 2-core machine builds the
-# header once rather than once per worker and per inner session (5-8 s each,
-# pytest_coldcompile.child.pristine.shared_header_dir). Kernel artifacts stay private to each test.
+# header once rather than once per worker and per inner session (docs/design.md, "What cold
+# children share"). Kernel artifacts stay private to each test.
 # Set at import, before the plugin forks its zygote or xdist starts its workers; the process
 # that made it removes it.
 if not os.environ.get(HEADER_DIR_ENV):

@@ -84,14 +84,9 @@ def cache_env(test_dir: str | os.PathLike[str]) -> dict[str, str]:
 
 def shared_header_dir(test_dir: str | os.PathLike[str]) -> str:
     """The session's header directory: beside the test directories, under the engine's base
-    temporary directory (removed with it at the end of the session).
-
-    Measured on the 2-core CPU, a cold ``torch.compile(lambda x: x + 1)`` in a fresh child
-    (Inductor compile seconds, three children each): header private to each child 19.6,
-    17.2, 14.7; shared, the first child building it, 12.9, 9.0, 8.3; precompiled headers off
-    (TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS=0) 11.0, 17.2, 18.9. Sharing is safe: Inductor
-    names a header by the hash of its content, compile command and compiler, and builds it
-    under a file lock.
+    temporary directory (removed with it at the end of the session). What it saves:
+    docs/design.md, "What cold children share". Sharing is safe: Inductor names a header by
+    the hash of its content, compile command and compiler, and builds it under a file lock.
     """
     return str(Path(test_dir).resolve().parent / "precompiled_headers")
 
