@@ -142,10 +142,10 @@ class ColdEngine:
         self.items = session.items + [it for it in extra_items if id(it) not in present]
         self.index = {id(item): i for i, item in enumerate(self.items)}
         self.zygote = zygote.of(self.config)
-        self.mode, self.reason = choose_mode(
-            options.settings(self.config), self.zygote is not None, zygote.not_started(self.config)
-        )
         settings = options.settings(self.config)
+        self.mode, self.reason = choose_mode(
+            settings, self.zygote is not None, zygote.not_started(self.config)
+        )
         self.cuda_ahead, ahead_why = _ahead(settings, self.mode)
         if ahead_why:
             self.reason += "; " + ahead_why

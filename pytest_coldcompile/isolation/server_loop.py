@@ -55,7 +55,9 @@ class ServerLoop:
         self.preload = preload
         self.child_ready = child_ready
         self.after_child = after_child
-        self.spares = max(1, spares)
+        if spares < 1:  # the pool hands out its oldest spare: it needs one
+            raise ValueError(f"spares: expected a whole number >= 1, got {spares!r}")
+        self.spares = spares
         self.warm_spare = warm_spare
 
     def _after_child(self, request: dict[str, Any]) -> Callable[[], bool] | None:

@@ -491,3 +491,10 @@ def test_in_a_pool_a_spare_readied_for_another_request_is_replaced(tmp_path: Pat
         assert not (tmp_path / "B.pid").exists()
     finally:
         srv.stop()
+
+
+def test_a_pool_of_no_spares_is_refused_not_raised_to_one() -> None:
+    from pytest_coldcompile.isolation.server_loop import ServerLoop
+
+    with pytest.raises(ValueError, match=r"spares: expected a whole number >= 1, got 0"):
+        ServerLoop(lambda request: None, None, None, None, spares=0)
